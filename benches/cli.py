@@ -1,0 +1,403 @@
+"""The sweep: ``python -m benches run``. Every case in a fresh process; rows that nothing loses."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import datetime
+import importlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+from benches import envinfo, results
+from benches.case import BASELINE, CaseSpec
+from benches.workload import PRESETS
+
+DEFAULT_RUNS = envinfo.ROOT / "reports" / "runs"
+DEVICES = ("auto", "cpu", "cuda")
+# seconds per micro-batch forward+backward to budget for, by device: the timeout scales with it
+SECONDS_PER_MICRO_BATCH = {
+    "cpu": {"tiny": 0.5, "small": 3.0, "base": 30.0, "big": 100.0},
+    "cuda": {"tiny": 0.5, "small": 0.5, "base": 1.0, "big": 2.0},
+}
+
+
+class UsageError(Exception):
+    """A bad argument: one line naming the bad value and the valid choices; exit 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, no usage block, exit 2
+        raise UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m benches", description=__doc__)
+    commands = parser.add_subparsers(dest="command", parser_class=_Parser)
+    run = commands.add_parser("run", help="run a sweep of strategies on the reference workload")
+    run.add_argument("--strategies", default="all", help="all, or NAME,NAME (default: all)")
+    run.add_argument("--preset", help="tiny|small|base|big (default: small on CPU, base on CUDA)")
+    run.add_argument("--device", default="auto", help="auto|cpu|cuda (default: auto)")
+    run.add_argument("--accumulate", default="1,4", help="K[,K...] micro-batches per window")
+    run.add_argument("--live-tensors", default="0,100000", help="N[,N...] unrelated live tensors")
+    run.add_argument("--repeat", default="10", help="measured windows per case (default 10)")
+    run.add_argument("--warmup", default="2", help="unmeasured windows first (default 2)")
+    run.add_argument("--rounds", default="1", help="repeat the whole set in fresh processes")
+    run.add_argument("--threads", help="torch threads (default: the machine's cores)")
+    run.add_argument("--timeout", help="seconds per case (default: scaled with the preset)")
+    run.add_argument("--memray", action="store_true", help="a second pass under memray.Tracker")
+    run.add_argument(
+        "--plugin",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import MODULE (it registers strategies); repeatable",
+    )
+    run.add_argument("--resume", action="store_true", help="skip cases already ok in --out")
+    run.add_argument("--out", help="results directory (default: reports/runs/<timestamp>)")
+    run.add_argument("--seed", default="0", help="seed of weights and data (default 0)")
+    return parser
+
+
+# -- validation -----------------------------------------------------------------------------------
+def int_value(option: str, text: str, minimum: int) -> int:
+    try:
+        value = int(text)
+    except (TypeError, ValueError):
+        raise UsageError(f"{option} {text!r} is not an integer") from None
+    if value < minimum:
+        raise UsageError(f"{option} {value} is out of range; valid: an integer >= {minimum}")
+    return value
+
+
+def int_list(option: str, text: str, minimum: int) -> list[int]:
+    items = [item.strip() for item in str(text).split(",")]
+    if not all(items):
+        raise UsageError(f"{option} {text!r} has an empty item; valid: integers like 1,4")
+    values = []
+    for item in items:
+        try:
+            value = int(item)
+        except ValueError:
+            raise UsageError(f"{option} item {item!r} is not an integer (in {text!r})") from None
+        if value < minimum:
+            raise UsageError(f"{option} item {value} is out of range; valid: integers >= {minimum}")
+        values.append(value)
+    return list(dict.fromkeys(values))
+
+
+@dataclasses.dataclass
+class Sweep:
+    strategies: list[str]
+    preset: str
+    device: str
+    accumulate: list[int]
+    live_tensors: list[int]
+    repeat: int
+    warmup: int
+    rounds: int
+    threads: int
+    timeout: float
+    memray: bool
+    plugins: list[str]
+    resume: bool
+    out: Path
+    seed: int
+
+
+def resolve(args: argparse.Namespace) -> Sweep:
+    """Arguments -> a validated sweep; every problem is a one-line UsageError."""
+    import torch
+
+    for module in args.plugin:
+        try:
+            importlib.import_module(module)
+        except Exception as err:
+            raise UsageError(f"--plugin {module!r} failed to import: {err}") from None
+    import strategies
+
+    if args.device not in DEVICES:
+        raise UsageError(f"unknown device {args.device!r}; valid devices: {', '.join(DEVICES)}")
+    device = args.device
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    elif device == "cuda" and not torch.cuda.is_available():
+        raise UsageError("device 'cuda' is not available here (no CUDA GPU); valid: auto, cpu")
+    preset = args.preset or ("base" if device == "cuda" else "small")
+    if preset not in PRESETS:
+        raise UsageError(f"unknown preset {preset!r}; valid presets: {', '.join(PRESETS)}")
+
+    known = strategies.available()
+    if args.strategies.strip() == "all":
+        names = list(known)
+    else:
+        names = [n.strip() for n in args.strategies.split(",")]
+        for name in names:
+            if name not in known and name != BASELINE:
+                raise UsageError(
+                    f"unknown strategy {name!r}; valid strategies: all, {', '.join(known)}"
+                )
+    names = list(dict.fromkeys(n for n in names if n != BASELINE))
+
+    accumulate = int_list("--accumulate", args.accumulate, 1)
+    live = int_list("--live-tensors", args.live_tensors, 0)
+    repeat = int_value("--repeat", args.repeat, 1)
+    warmup = int_value("--warmup", args.warmup, 0)
+    rounds = int_value("--rounds", args.rounds, 1)
+    threads = int_value("--threads", args.threads, 1) if args.threads else os.cpu_count() or 1
+    seed = int_value("--seed", args.seed, 0)
+    if args.timeout is not None:
+        try:
+            timeout = float(args.timeout)
+        except ValueError:
+            raise UsageError(f"--timeout {args.timeout!r} is not a number of seconds") from None
+        if not timeout > 0:
+            raise UsageError(f"--timeout {args.timeout!r} must be > 0 seconds")
+    else:
+        per = SECONDS_PER_MICRO_BATCH[device][preset]
+        # room for setup, the reference, warm-up, interleaved windows and the memray pass
+        timeout = 120 + per * max(accumulate) * (2 * repeat + warmup + 8)
+    if args.resume and not args.out and not (DEFAULT_RUNS / "latest").exists():
+        raise UsageError("--resume needs --out DIR (no reports/runs/latest to resume)")
+    if args.out:
+        out = Path(args.out)
+    elif args.resume:
+        out = (DEFAULT_RUNS / "latest").resolve()
+    else:
+        out = DEFAULT_RUNS / datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    if args.resume and not (out / results.RESULTS).exists():
+        raise UsageError(f"--resume: {str(out)!r} holds no {results.RESULTS} to resume")
+    return Sweep(
+        strategies=names,
+        preset=preset,
+        device=device,
+        accumulate=accumulate,
+        live_tensors=live,
+        repeat=repeat,
+        warmup=warmup,
+        rounds=rounds,
+        threads=threads,
+        timeout=timeout,
+        memray=args.memray,
+        plugins=list(args.plugin),
+        resume=args.resume,
+        out=out,
+        seed=seed,
+    )
+
+
+# -- the cases ------------------------------------------------------------------------------------
+def cases(sweep: Sweep, run_id: str, git: dict[str, Any]) -> list[CaseSpec]:
+    """Every (strategy, K, N, round), the order rotating from group to group and round to round."""
+    names = [BASELINE, *sweep.strategies]
+    groups = [(k, n) for k in sweep.accumulate for n in sweep.live_tensors]
+    out = []
+    for round_ in range(sweep.rounds):
+        for g, (k, n) in enumerate(groups):
+            shift = (g + round_) % len(names)
+            for name in names[shift:] + names[:shift]:
+                out.append(
+                    CaseSpec(
+                        strategy=name,
+                        preset=sweep.preset,
+                        device=sweep.device,
+                        accumulate=k,
+                        live_tensors=n,
+                        repeat=sweep.repeat,
+                        warmup=sweep.warmup,
+                        threads=sweep.threads,
+                        seed=sweep.seed,
+                        memray=sweep.memray,
+                        plugins=sweep.plugins,
+                        run_id=run_id,
+                        round=round_,
+                        out_dir=str(sweep.out),
+                        git=git,
+                    )
+                )
+    return out
+
+
+def run_one(spec: CaseSpec, timeout: float) -> dict[str, Any]:
+    """The case in a fresh process; a crash, an OOM kill or a timeout becomes a failed row."""
+    from benches.case import failed_measure, row_for
+
+    work = Path(spec.out_dir) / "cases"
+    work.mkdir(parents=True, exist_ok=True)
+    spec_path, out_path = work / f"{spec.case_id}.json", work / f"{spec.case_id}.row.json"
+    log_path = Path(spec.out_dir) / "logs" / f"{spec.case_id}.log"
+    log_path.parent.mkdir(exist_ok=True)
+    out_path.unlink(missing_ok=True)
+    spec_path.write_text(json.dumps(dataclasses.asdict(spec)))
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(
+            [str(envinfo.ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+        ),
+    )
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "benches.case", str(spec_path), str(out_path)],
+            cwd=envinfo.ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # Ctrl-C reaches the sweep, which ends the case itself
+        )
+        try:
+            code = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill(proc)
+            return row_for(spec, failed_measure(f"timed out after {timeout:g} s"))
+        except BaseException:
+            _kill(proc)
+            raise
+    if out_path.exists():
+        return json.loads(out_path.read_text())
+    if code < 0:
+        name = signal.Signals(-code).name
+        hint = " (out of memory?)" if name == "SIGKILL" else ""
+        error = f"process killed by {name}{hint}"
+    else:
+        error = f"process exited with code {code}"
+    tail = [line for line in log_path.read_text(errors="replace").splitlines() if line.strip()]
+    if tail:
+        error += f": {tail[-1].strip()}"
+    return row_for(spec, failed_measure(error))
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+# -- the sweep ------------------------------------------------------------------------------------
+def start_run(sweep: Sweep) -> tuple[str, set[tuple]]:
+    """Create or reopen the results directory; the run id and the cases already ok."""
+    sweep.out.mkdir(parents=True, exist_ok=True)
+    run_file = sweep.out / "run.json"
+    done: set[tuple] = set()
+    if sweep.resume and run_file.exists():
+        run_id = json.loads(run_file.read_text())["run_id"]
+        done = {
+            (r["strategy"], r["accumulate"], r["live_tensors"], r.get("round", 0))
+            for r in results.read(sweep.out)
+            if r.get("status") == "ok"
+            and r.get("preset") == sweep.preset
+            and r.get("device") == sweep.device
+        }
+    else:
+        run_id = uuid.uuid4().hex[:12]
+        run_file.write_text(
+            json.dumps(
+                {
+                    "run_id": run_id,
+                    "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+                    "sweep": {
+                        k: str(v) if isinstance(v, Path) else v
+                        for k, v in dataclasses.asdict(sweep).items()
+                    },
+                    "env": {**envinfo.environment(sweep.device), **envinfo.git_state()},
+                },
+                indent=1,
+            )
+        )
+    if sweep.out.parent.resolve() == DEFAULT_RUNS.resolve():
+        latest = DEFAULT_RUNS / "latest"
+        tmp = DEFAULT_RUNS / f".latest-{os.getpid()}"
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(sweep.out.name)
+        os.replace(tmp, latest)
+    return run_id, done
+
+
+def sweep_main(sweep: Sweep) -> int:
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    run_id, done = start_run(sweep)
+    todo = [
+        c
+        for c in cases(sweep, run_id, envinfo.git_state())
+        if (c.strategy, c.accumulate, c.live_tensors, c.round) not in done
+    ]
+    console = Console(stderr=True)
+    console.print(
+        f"zerograd sweep {run_id}: {len(todo)} cases ({len(done)} already done), "
+        f"preset {sweep.preset} on {sweep.device}, {sweep.threads} threads -> {sweep.out}"
+    )
+    failed = 0
+    interrupted = False
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=console, transient=False) as progress:
+        task = progress.add_task("sweep", total=len(todo))
+        for spec in todo:
+            progress.update(task, description=f"{spec.case_id:<40}")
+            try:
+                row = run_one(spec, sweep.timeout)
+            except KeyboardInterrupt:
+                interrupted = True
+                break
+            results.append(sweep.out, row)
+            if row["status"] != "ok":
+                failed += 1
+                progress.console.print(f"[red]failed[/red] {spec.case_id}: {row['error']}")
+            progress.advance(task)
+    return finish(sweep, console, failed, interrupted)
+
+
+def finish(sweep: Sweep, console, failed: int, interrupted: bool) -> int:
+    from benches import summary
+
+    report = None
+    try:
+        from reports.build import build
+
+        report = build(sweep.out)
+    except Exception as err:  # the rows are safe; say why the page is missing
+        console.print(f"[red]report not written[/red]: {type(err).__name__}: {err}")
+    summary.print_summary(sweep.out)
+    print(f"results: {sweep.out / results.RESULTS}")
+    if report is not None:
+        print(f"report:  {report}")
+    if interrupted:
+        console.print("interrupted: the case in progress was abandoned; finished rows are kept")
+        return 130
+    return 1 if failed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        if args.command != "run":
+            raise UsageError("missing command; valid commands: run")
+        sweep = resolve(args)
+    except UsageError as err:
+        print(f"python -m benches: error: {err}", file=sys.stderr)
+        return 2
+    try:
+        return sweep_main(sweep)
+    except KeyboardInterrupt:  # between cases, or while the report was written
+        return 130

@@ -1,0 +1,67 @@
+"""What a result was measured on: software, hardware, commit. Recorded with every row."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def git_state(root: Path = ROOT) -> dict[str, str | bool | None]:
+    """The checkout's commit and whether it has uncommitted changes (None outside git)."""
+
+    def git(*args: str) -> str | None:
+        try:
+            out = subprocess.run(
+                ["git", *args], cwd=root, capture_output=True, text=True, timeout=10, check=True
+            )
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return out.stdout.strip()
+
+    commit = git("rev-parse", "HEAD")
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"git_commit": commit, "git_dirty": None if status is None else bool(status)}
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def environment(device: str | torch.device = "cpu") -> dict[str, object]:
+    """torch, CUDA, cuDNN, device and CPU model, Python, threads, load average."""
+    device = torch.device(device)
+    cuda = torch.cuda.is_available()
+    info: dict[str, object] = {
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version() if cuda else None,
+        "device": str(device),
+        "device_name": (
+            torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_model()
+        ),
+        "cpu_model": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "threads": torch.get_num_threads(),
+        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        "argv": sys.argv,
+    }
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        info["gpu_memory_bytes"] = props.total_memory
+        info["gpu_capability"] = f"{props.major}.{props.minor}"
+    return info

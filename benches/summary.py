@@ -1,0 +1,57 @@
+"""The terminal table at the end of a sweep: window time per case and its ratio to baseline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from reports import targets
+from reports.rows import pooled, read
+from reports.summary import case_rows
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1e3:.3f}"
+
+
+def print_summary(directory: Path, console: Console | None = None) -> None:
+    console = console or Console()
+    table = Table(title=f"window time per case ({directory.name})", title_justify="left")
+    for column in (
+        "strategy",
+        "K",
+        "live",
+        "window ms",
+        "95% CI",
+        "vs baseline",
+        "reset ms",
+        "grad diff",
+        "status",
+    ):
+        table.add_column(column, justify="left" if column in ("strategy", "status") else "right")
+    for line in case_rows(directory):
+        window = line.get("phases", {}).get("window", {})
+        ratio = line.get("vs_baseline")
+        ratio_text = "-"
+        if ratio:
+            star = " *" if ratio["significant"] else ""
+            ratio_text = f"{ratio['ratio']:.3f}{star}"
+        check = line.get("grad_check") or {}
+        table.add_row(
+            line["strategy"],
+            str(line["accumulate"]),
+            f"{line['live_tensors']:,}",
+            _ms(window.get("median_s")),
+            f"{_ms(window.get('ci_low_s'))}-{_ms(window.get('ci_high_s'))}" if window else "-",
+            ratio_text,
+            _ms(line.get("phases", {}).get("reset", {}).get("median_s")),
+            f"{check['max_rel_diff']:.1e}" if check else "-",
+            line["status"] if line["status"] == "ok" else f"[red]{line['status']}[/red]",
+        )
+    console.print(table)
+    console.print("* the 95% bootstrap CI of the ratio excludes 1: a significant difference")
+    for target in targets.evaluate(pooled(read(directory))):
+        mark = "[green]PASS[/green]" if target["ok"] else "[red]FAIL[/red]"
+        console.print(f"{mark} {target['target']}: {target['value']} (target {target['limit']})")

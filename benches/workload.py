@@ -1,0 +1,415 @@
+"""The reference workload: a seeded encoder-decoder Transformer and its synthetic batches.
+
+The model has the shape of transformer-base (Vaswani et al. 2017, "Attention Is All You Need"):
+post-norm encoder and decoder stacks built from torch.nn blocks, sinusoidal positions, and one
+embedding shared by source, target and the output projection (three uses of one tensor, so the
+gradient core must sum into a tied weight). The data is a reversal task with lengths drawn per
+sentence, padded with PAD=0.
+
+The workload owns its loss, token normalisation included (DESIGN.md: the yardstick must not move
+when `strategies/` changes): each micro-batch's label-smoothed cross-entropy is summed over its
+non-pad target tokens and divided by the non-pad target tokens of the whole window, so the K
+micro-batch gradients add up to the full-batch token-mean gradient. Dividing each micro-batch's
+mean by K instead is wrong when lengths vary (transformers #34191).
+
+This module imports only torch, numpy and the standard library, and never `strategies`.
+
+    python -m benches.workload      # prints every preset's parameter count
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+PAD, BOS, EOS = 0, 1, 2  # token ids 3..vocab_size-1 are content
+DEVICES = ("auto", "cpu", "cuda")
+DTYPES = ("float32", "bfloat16")
+
+
+@dataclass
+class ModelConfig:
+    vocab_size: int = 32000  # one vocabulary shared by source and target, as transformer-base
+    d_model: int = 512
+    n_heads: int = 8
+    n_encoder_layers: int = 6
+    n_decoder_layers: int = 6
+    d_ff: int = 2048
+    dropout: float = 0.1  # transformer-base's rate; the masks come from torch's global RNG
+    max_len: int = 256  # positions the model accepts; the target adds one token (BOS or EOS)
+    norm_first: bool = False  # post-norm, as the paper; True is the pre-norm variant
+    # data defaults of the preset (a Workload may override each)
+    batch_size: int = 64  # sequences per micro-batch
+    min_seq_len: int = 8  # content tokens per sentence, drawn uniformly in [min, max]
+    max_seq_len: int = 64
+
+
+PRESETS: dict[str, ModelConfig] = {
+    # for tests: 0.3M parameters; no dropout, so repeated backwards give identical gradients
+    "tiny": ModelConfig(
+        vocab_size=1000,
+        d_model=64,
+        n_heads=4,
+        n_encoder_layers=2,
+        n_decoder_layers=2,
+        d_ff=256,
+        dropout=0.0,
+        max_len=64,
+        batch_size=8,
+        min_seq_len=4,
+        max_seq_len=16,
+    ),
+    # CPU default: 7.6M parameters; 32 sentences of 6..24 tokens (+EOS) = ~512 target tokens,
+    # so one forward+backward takes ~0.25 s on 2 cores (the DESIGN.md scale, where a gc-scan
+    # reset costs a visible fraction of a micro-batch)
+    "small": ModelConfig(
+        vocab_size=8000,
+        d_model=256,
+        n_heads=4,
+        n_encoder_layers=3,
+        n_decoder_layers=3,
+        d_ff=1024,
+        dropout=0.1,
+        max_len=128,
+        batch_size=32,
+        min_seq_len=6,
+        max_seq_len=24,
+    ),
+    # GPU default: transformer-base, 60.5M parameters; 128 x 8..64 = ~4.7k target tokens
+    "base": ModelConfig(batch_size=128),
+    # transformer-big: 209M parameters (the paper's big model also uses dropout 0.3 on EN-DE;
+    # 0.1 keeps the presets comparable)
+    "big": ModelConfig(d_model=1024, n_heads=16, d_ff=4096, batch_size=64),
+}
+
+
+# -----------------------------------------------------------------------------
+# the model
+
+
+class SinusoidalPositions(nn.Module):
+    """Fixed sin/cos position encodings (Vaswani et al. section 3.5); no parameters."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        position = torch.arange(config.max_len).unsqueeze(1)  # (L, 1)
+        frequency = torch.exp(
+            torch.arange(0, config.d_model, 2) * (-math.log(10000.0) / config.d_model)
+        )  # (C/2,)
+        pe = torch.zeros(config.max_len, config.d_model)  # (L, C)
+        pe[:, 0::2] = torch.sin(position * frequency)
+        pe[:, 1::2] = torch.cos(position * frequency)
+        self.register_buffer("pe", pe, persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.pe[: x.size(1)]  # (B, T, C)
+
+
+class Seq2SeqTransformer(nn.Module):
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.config = config
+        c = config
+        self.embed = nn.Embedding(c.vocab_size, c.d_model)  # shared: source, target and output
+        self.positions = SinusoidalPositions(c)
+        self.dropout = nn.Dropout(c.dropout)
+        layer_args = dict(
+            d_model=c.d_model,
+            nhead=c.n_heads,
+            dim_feedforward=c.d_ff,
+            dropout=c.dropout,
+            batch_first=True,
+            norm_first=c.norm_first,
+        )
+        self.encoder = nn.ModuleList(
+            nn.TransformerEncoderLayer(**layer_args) for _ in range(c.n_encoder_layers)
+        )
+        self.decoder = nn.ModuleList(
+            nn.TransformerDecoderLayer(**layer_args) for _ in range(c.n_decoder_layers)
+        )
+        # pre-norm stacks need a final norm; post-norm layers already end in one
+        self.encoder_norm = nn.LayerNorm(c.d_model) if c.norm_first else nn.Identity()
+        self.decoder_norm = nn.LayerNorm(c.d_model) if c.norm_first else nn.Identity()
+        self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)
+        self.lm_head.weight = self.embed.weight  # tied (Press & Wolf 2017; the paper's 3.4)
+        # N(0, d^-1/2): after the sqrt(d) scale in embed_tokens the inputs have unit variance
+        nn.init.normal_(self.embed.weight, mean=0.0, std=c.d_model**-0.5)
+        causal = torch.ones(c.max_len, c.max_len, dtype=torch.bool).triu(1)  # True = hidden
+        self.register_buffer("causal_mask", causal, persistent=False)
+
+    def embed_tokens(self, tokens: torch.Tensor) -> torch.Tensor:
+        x = self.embed(tokens) * math.sqrt(self.config.d_model)  # (B, T, C)
+        return self.dropout(self.positions(x))
+
+    def forward(
+        self,
+        src: torch.Tensor,  # (B, S) token ids
+        tgt_in: torch.Tensor,  # (B, T) token ids, BOS first
+        src_pad_mask: torch.Tensor,  # (B, S) bool, True at padding
+        tgt_pad_mask: torch.Tensor,  # (B, T) bool, True at padding
+    ) -> torch.Tensor:
+        T = tgt_in.size(1)
+        if max(src.size(1), T) > self.config.max_len:
+            raise ValueError(
+                f"sequence length {max(src.size(1), T)} exceeds max_len {self.config.max_len}"
+            )
+        memory = self.embed_tokens(src)  # (B, S, C)
+        for layer in self.encoder:
+            memory = layer(memory, src_key_padding_mask=src_pad_mask)
+        memory = self.encoder_norm(memory)
+        causal = self.causal_mask[:T, :T]  # (T, T)
+        x = self.embed_tokens(tgt_in)  # (B, T, C)
+        for layer in self.decoder:
+            x = layer(
+                x,
+                memory,
+                tgt_mask=causal,
+                tgt_key_padding_mask=tgt_pad_mask,
+                memory_key_padding_mask=src_pad_mask,
+                tgt_is_causal=True,
+            )
+        x = self.decoder_norm(x)
+        return self.lm_head(x)  # (B, T, V)
+
+    def get_num_params(self) -> int:
+        return sum(p.numel() for p in self.parameters())  # parameters() yields a tied one once
+
+
+# -----------------------------------------------------------------------------
+# the workload
+
+
+@dataclass
+class WorkloadConfig:
+    preset: str = "tiny"
+    batch_size: int | None = None  # sequences per micro-batch; None = the preset's default
+    accumulate: int = 1  # K micro-batches per window
+    min_len: int | None = None  # content tokens per sentence; None = the preset's default
+    max_len: int | None = None
+    device: str = "auto"  # auto = cuda when torch.cuda.is_available()
+    dtype: str = "float32"  # bfloat16 = autocast on CUDA; on CPU a ValueError (not measured)
+    dropout: float | None = None  # None = the preset's default
+    seed: int = 0
+    threads: int | None = None  # torch.set_num_threads when given
+    live_tensors: int = 0  # ballast: unrelated leaf tensors with a .grad, kept alive
+    ballast_size: int = 64  # float32 elements per ballast tensor
+    label_smoothing: float = 0.1  # the paper's epsilon_ls
+
+
+@dataclass
+class Batch:
+    src: torch.Tensor  # (B, S) int64
+    tgt_in: torch.Tensor  # (B, T) int64, BOS y1 .. yn PAD ..
+    tgt_out: torch.Tensor  # (B, T) int64, y1 .. yn EOS PAD ..
+    src_pad_mask: torch.Tensor  # (B, S) bool, True at padding
+    tgt_pad_mask: torch.Tensor  # (B, T) bool, True at padding
+    n_tokens: int  # non-pad target tokens (a host int: reading it needs no device sync)
+
+
+def _choices(values) -> str:
+    return ", ".join(str(v) for v in values)
+
+
+def _check_int(name: str, value, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"invalid {name} {value!r}; valid: an integer >= {minimum}")
+
+
+class Workload:
+    """A seeded model, its batches and its loss; everything a strategy is measured on.
+
+    Construction seeds torch's global RNG with `seed` (as nanoGPT's bench.py does), builds the
+    weights on the CPU under that seed, so they are the same on every device, then moves them.
+    Dropout (when > 0) draws its masks from that global RNG, so a fresh process is reproducible.
+    """
+
+    def __init__(self, config: WorkloadConfig | None = None, **overrides):
+        config = config if config is not None else WorkloadConfig()
+        if overrides:
+            names = [f.name for f in dataclasses.fields(WorkloadConfig)]
+            for key in overrides:
+                if key not in names:
+                    raise ValueError(f"unknown option {key!r}; valid options: {_choices(names)}")
+            config = dataclasses.replace(config, **overrides)
+        self.model_config = self._check(config)
+        self.config = config
+        cfg, mcfg = config, self.model_config
+
+        if cfg.threads is not None:
+            torch.set_num_threads(cfg.threads)
+        if cfg.device == "auto":
+            self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        else:
+            self.device = torch.device(cfg.device)
+        if cfg.dtype == "bfloat16" and self.device.type != "cuda":
+            raise ValueError(
+                "invalid dtype 'bfloat16' on cpu (bfloat16 is autocast on CUDA only); "
+                "valid dtypes on cpu: float32"
+            )
+        self.batch_size = cfg.batch_size if cfg.batch_size is not None else mcfg.batch_size
+        self.min_len = cfg.min_len if cfg.min_len is not None else mcfg.min_seq_len
+        self.max_len = cfg.max_len if cfg.max_len is not None else mcfg.max_seq_len
+
+        torch.manual_seed(cfg.seed)
+        self.model = Seq2SeqTransformer(mcfg).to(self.device)
+        self.model.train()
+        self.ballast = []
+        for _ in range(cfg.live_tensors):
+            t = torch.zeros(cfg.ballast_size, device=self.device, requires_grad=True)
+            t.grad = torch.ones_like(t)  # non-zero, so a strategy that touches it shows
+            self.ballast.append(t)
+
+    @staticmethod
+    def _check(cfg: WorkloadConfig) -> ModelConfig:
+        """Validate cfg; return the preset's ModelConfig with the dropout override applied."""
+        if cfg.preset not in PRESETS:
+            raise ValueError(f"unknown preset {cfg.preset!r}; valid presets: {_choices(PRESETS)}")
+        if cfg.device not in DEVICES:
+            raise ValueError(f"unknown device {cfg.device!r}; valid devices: {_choices(DEVICES)}")
+        if cfg.device == "cuda" and not torch.cuda.is_available():
+            raise ValueError("device 'cuda' is not available here; valid devices: auto, cpu")
+        if cfg.dtype not in DTYPES:
+            raise ValueError(f"unknown dtype {cfg.dtype!r}; valid dtypes: {_choices(DTYPES)}")
+        _check_int("accumulate", cfg.accumulate, 1)
+        _check_int("live_tensors", cfg.live_tensors, 0)
+        _check_int("ballast_size", cfg.ballast_size, 1)
+        _check_int("seed", cfg.seed, 0)
+        if cfg.batch_size is not None:
+            _check_int("batch_size", cfg.batch_size, 1)
+        if cfg.threads is not None:
+            _check_int("threads", cfg.threads, 1)
+        mcfg = PRESETS[cfg.preset]
+        lo = cfg.min_len if cfg.min_len is not None else mcfg.min_seq_len
+        hi = cfg.max_len if cfg.max_len is not None else mcfg.max_seq_len
+        longest = mcfg.max_len - 1  # the target adds BOS (input) or EOS (output)
+        for name, value in (("min_len", lo), ("max_len", hi)):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"invalid {name} {value!r}; valid: an integer in 1..{longest}")
+        if not 1 <= lo <= hi <= longest:
+            raise ValueError(
+                f"invalid length range min_len={lo}, max_len={hi}; "
+                f"valid: 1 <= min_len <= max_len <= {longest} for preset {cfg.preset!r}"
+            )
+        for name, value in (("dropout", cfg.dropout), ("label_smoothing", cfg.label_smoothing)):
+            if value is not None and not (isinstance(value, int | float) and 0 <= value < 1):
+                raise ValueError(f"invalid {name} {value!r}; valid: a number in [0, 1)")
+        if cfg.dropout is not None:
+            mcfg = dataclasses.replace(mcfg, dropout=float(cfg.dropout))
+        return mcfg
+
+    # --- data ---
+
+    def _draw(self, window: int, micro: int) -> tuple[np.ndarray, np.ndarray]:
+        """Lengths (B,) and content (B, max_len) of one micro-batch, from (seed, window, micro).
+
+        Seeding each micro-batch on its own keeps micro-batch i of a window the same whatever K.
+        """
+        rng = np.random.default_rng([self.config.seed, window, micro])
+        lengths = rng.integers(self.min_len, self.max_len + 1, size=self.batch_size)
+        shape = (self.batch_size, self.max_len)
+        content = rng.integers(EOS + 1, self.model_config.vocab_size, size=shape)
+        return lengths, content
+
+    def batches(self, window: int = 0) -> list[Batch]:
+        """The K micro-batches of window `window`, on the device; the target reverses the source."""
+        _check_int("window", window, 0)
+        out = []
+        for micro in range(self.config.accumulate):
+            lengths, content = self._draw(window, micro)
+            B, S = self.batch_size, int(lengths.max())
+            T = S + 1  # BOS + content, or content + EOS
+            src = np.full((B, S), PAD, dtype=np.int64)
+            tgt_in = np.full((B, T), PAD, dtype=np.int64)
+            tgt_out = np.full((B, T), PAD, dtype=np.int64)
+            for b, n in enumerate(lengths):
+                sentence = content[b, :n]
+                src[b, :n] = sentence
+                tgt_in[b, 0] = BOS
+                tgt_in[b, 1 : n + 1] = sentence[::-1]
+                tgt_out[b, :n] = sentence[::-1]
+                tgt_out[b, n] = EOS
+            src_pad = np.arange(S)[None, :] >= lengths[:, None]  # (B, S)
+            tgt_pad = np.arange(T)[None, :] >= lengths[:, None] + 1  # (B, T)
+            out.append(
+                Batch(
+                    src=torch.from_numpy(src).to(self.device),
+                    tgt_in=torch.from_numpy(tgt_in).to(self.device),
+                    tgt_out=torch.from_numpy(tgt_out).to(self.device),
+                    src_pad_mask=torch.from_numpy(src_pad).to(self.device),
+                    tgt_pad_mask=torch.from_numpy(tgt_pad).to(self.device),
+                    n_tokens=int(lengths.sum()) + B,  # content + EOS per sentence
+                )
+            )
+        return out
+
+    def window_tokens(self, batches: list[Batch]) -> int:
+        return sum(b.n_tokens for b in batches)
+
+    # --- loss ---
+
+    def loss(self, batch: Batch, window_tokens: int) -> torch.Tensor:
+        """Label-smoothed cross-entropy summed over the batch's non-pad targets / window_tokens."""
+        if window_tokens < 1:
+            raise ValueError(f"invalid window_tokens {window_tokens!r}; valid: an integer >= 1")
+        autocast = self.config.dtype == "bfloat16"  # only reachable on CUDA (checked in init)
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=autocast):
+            logits = self.model(batch.src, batch.tgt_in, batch.src_pad_mask, batch.tgt_pad_mask)
+            total = F.cross_entropy(
+                logits.flatten(0, 1),  # (B*T, V)
+                batch.tgt_out.flatten(),  # (B*T,)
+                ignore_index=PAD,  # also drops the smoothing term at padding
+                label_smoothing=self.config.label_smoothing,
+                reduction="sum",
+            )
+        return total / window_tokens
+
+    # --- accounting ---
+
+    def num_params(self) -> int:
+        return self.model.get_num_params()
+
+    def tokens_per_window(self) -> int:
+        """Non-pad target tokens of window 0 (from the lengths alone: nothing moves to device)."""
+        return sum(
+            int(self._draw(0, micro)[0].sum()) + self.batch_size
+            for micro in range(self.config.accumulate)
+        )
+
+    def flops_per_window(self) -> int:
+        # 6N per token: 2N forward + 4N backward (Kaplan et al. 2020), attention ignored
+        return 6 * self.num_params() * self.tokens_per_window()
+
+    def mfu(self, window_seconds: float, peak_flops: float) -> float:
+        """Model FLOPs utilisation: achieved FLOP/s of one window over the peak FLOP/s."""
+        if window_seconds <= 0 or peak_flops <= 0:
+            raise ValueError(
+                f"invalid window_seconds={window_seconds!r}, peak_flops={peak_flops!r}; "
+                "valid: both > 0"
+            )
+        return self.flops_per_window() / window_seconds / peak_flops
+
+
+def describe_presets() -> list[tuple[str, int]]:
+    """(preset, parameter count) for every preset; built on the meta device, nothing allocated."""
+    out = []
+    for name, config in PRESETS.items():
+        with torch.device("meta"):
+            out.append((name, Seq2SeqTransformer(config).get_num_params()))
+    return out
+
+
+if __name__ == "__main__":
+    print(f"{'preset':<8}{'params':>14}  layers  d_model  heads   d_ff  vocab  batch  lengths")
+    for name, n in describe_presets():
+        c = PRESETS[name]
+        print(
+            f"{name:<8}{n:>14,}  {c.n_encoder_layers}+{c.n_decoder_layers}  {c.d_model:>7}"
+            f"  {c.n_heads:>5}  {c.d_ff:>5}  {c.vocab_size:>5}  {c.batch_size:>5}"
+            f"  {c.min_seq_len}..{c.max_seq_len}"
+        )

@@ -1,0 +1,65 @@
+"""Reading a sweep's rows back: the results file, and rows pooled per case across rounds."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from reports import stats
+
+RESULTS = "results.jsonl"
+PHASES = ("reset", "forward", "backward", "update", "window")
+CASE_KEY = ("strategy", "preset", "device", "accumulate", "live_tensors", "world_size")
+
+
+def read(directory: str | Path) -> list[dict[str, Any]]:
+    """Every readable row of DIR/results.jsonl; a corrupt line is skipped with a warning."""
+    path = Path(directory) / RESULTS
+    if not path.exists():
+        return []
+    rows = []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                if not isinstance(row, dict):
+                    raise ValueError("not a JSON object")
+            except ValueError as err:
+                warnings.warn(f"{path}:{number}: skipped a corrupt line ({err})", stacklevel=2)
+                continue
+            rows.append(row)
+    return rows
+
+
+def case_key(row: dict[str, Any]) -> tuple:
+    return tuple(row.get(k, 1 if k == "world_size" else None) for k in CASE_KEY)
+
+
+def pooled(rows: list[dict[str, Any]]) -> dict[tuple, dict[str, Any]]:
+    """One entry per case: ok rounds' raw samples pooled and summarised again; failures kept."""
+    groups: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        groups[case_key(row)].append(row)
+    out = {}
+    for key, group in groups.items():
+        ok = [r for r in group if r.get("status") == "ok"]
+        entry: dict[str, Any] = {
+            **dict(zip(CASE_KEY, key, strict=True)),
+            "rounds": len(ok),
+            "failed": [r for r in group if r.get("status") != "ok"],
+            "rows": ok,
+        }
+        if ok:
+            samples = {
+                phase: [s for r in ok for s in r.get("samples", {}).get(phase, [])]
+                for phase in PHASES
+            }
+            entry["samples"] = samples
+            entry["phases"] = {p: stats.summarize(v) for p, v in samples.items() if v}
+        out[key] = entry
+    return out
