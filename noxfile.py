@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import datetime
+import os
+
 import nox
 
 nox.options.sessions = ["tests"]
@@ -30,3 +33,35 @@ def lint(session: nox.Session) -> None:
     session.install("ruff")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
+
+
+@nox.session(python=PYTHON, reuse_venv=True, default=False)
+def bench(session: nox.Session) -> None:
+    """The main job: pytest-benchmark suites, then the sweep with memray; prints the report."""
+    install_project(session)
+    args = list(session.posargs)
+    if "--out" not in args and not any(a.startswith("--out=") for a in args):
+        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+        args += ["--out", os.path.join("reports", "runs", stamp)]
+    out = args[args.index("--out") + 1] if "--out" in args else args[-1].split("=", 1)[1]
+    os.makedirs(out, exist_ok=True)
+    session.run(
+        "python",
+        "-m",
+        "pytest",
+        "benches/test_bench_strategies.py",
+        "-q",
+        "--benchmark-only",
+        "--benchmark-autosave",
+        f"--benchmark-json={out}/pytest-benchmark.json",
+        "-p",
+        "no:cacheprovider",
+    )
+    session.run("python", "-m", "benches", "run", "--memray", *args)
+
+
+@nox.session(python=PYTHON, reuse_venv=True, default=False)
+def report(session: nox.Session) -> None:
+    """Rebuild the HTML report of a results directory (default: reports/runs/latest)."""
+    install_project(session)
+    session.run("python", "-m", "reports", "build", *(session.posargs or ["reports/runs/latest"]))
