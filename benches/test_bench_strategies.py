@@ -1,0 +1,114 @@
+"""pytest-benchmark suites: each strategy's whole window and its reset alone, in-process.
+
+Run: ``pytest benches/test_bench_strategies.py --benchmark-only`` (``nox -s bench`` does).
+Each benchmark builds its own workload in a fixture and frees it, with ``gc.collect()``,
+before the next one. ZEROGRAD_BENCH_PRESET picks the preset (default tiny), and
+ZEROGRAD_BENCH_THREADS the torch threads (default 1: steady on a shared machine).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+
+import pytest
+import torch
+
+import strategies
+from benches.workload import Workload
+
+PRESET = os.environ.get("ZEROGRAD_BENCH_PRESET", "tiny")
+THREADS = int(os.environ.get("ZEROGRAD_BENCH_THREADS", "1"))
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+ROUNDS = 10
+
+
+def _sync() -> None:
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
+
+
+@pytest.fixture
+def build():
+    """Build a workload + collector for one benchmark; free both afterwards."""
+    made = []
+
+    def make(strategy: str, accumulate: int = 1, live_tensors: int = 0):
+        workload = Workload(
+            preset=PRESET,
+            accumulate=accumulate,
+            live_tensors=live_tensors,
+            device=DEVICE,
+            dropout=0.0,
+            seed=0,
+            threads=THREADS,
+        )
+        collector = strategies.GradientCollector(workload.model, strategy=strategy)
+        optimizer = torch.optim.AdamW(workload.model.parameters(), lr=1e-4)
+        made.append((workload, collector, optimizer))
+        return workload, collector, optimizer
+
+    yield make
+    for _, collector, _ in made:
+        collector.close()
+    made.clear()
+    gc.collect()
+    if DEVICE == "cuda":
+        torch.cuda.empty_cache()
+
+
+def _extra(benchmark, workload: Workload, strategy: str, **more) -> None:
+    benchmark.extra_info.update(
+        strategy=strategy,
+        preset=PRESET,
+        device=DEVICE,
+        threads=THREADS,
+        params=workload.num_params(),
+        tokens=workload.tokens_per_window(),
+        **more,
+    )
+
+
+@pytest.mark.benchmark(group="window")
+@pytest.mark.parametrize("accumulate", [1, 4])
+@pytest.mark.parametrize("strategy", strategies.available())
+def test_window(benchmark, build, strategy, accumulate):
+    """reset + K forward/backward + update: one whole window."""
+    workload, collector, optimizer = build(strategy, accumulate=accumulate)
+    batches = workload.batches(0)
+    tokens = workload.window_tokens(batches)
+
+    def window():
+        with collector:
+            for batch in batches:
+                collector.backward(workload.loss(batch, tokens))
+        collector.step(optimizer)
+        _sync()
+
+    _extra(benchmark, workload, strategy, accumulate=accumulate)
+    benchmark.group = f"window K={accumulate}"
+    benchmark.pedantic(window, rounds=ROUNDS, warmup_rounds=2)
+
+
+@pytest.mark.benchmark(group="reset")
+@pytest.mark.parametrize("live_tensors", [0, 100_000])
+@pytest.mark.parametrize("strategy", strategies.available())
+def test_reset(benchmark, build, strategy, live_tensors):
+    """The strategy's reset hook alone (window start), after a window filled the gradients."""
+    workload, collector, _ = build(strategy, live_tensors=live_tensors)
+    batch = workload.batches(0)[0]
+
+    def fill():  # untimed: every round starts from a window's worth of gradients
+        with collector:
+            collector.backward(workload.loss(batch, batch.n_tokens))
+        _sync()
+
+    strategy_reset = collector.strategy.reset
+
+    def reset():
+        strategy_reset(collector)
+        _sync()
+
+    _extra(benchmark, workload, strategy, live_tensors=live_tensors)
+    benchmark.group = f"reset N={live_tensors:,}"
+    benchmark.pedantic(reset, setup=fill, rounds=ROUNDS, warmup_rounds=1)

@@ -1,0 +1,267 @@
+"""``python -m benches run``: bad arguments, failures, timeouts, resume, interrupt, rows."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from benches import cli
+from reports.rows import read
+
+ROOT = Path(__file__).resolve().parent.parent
+QUICK = [
+    "--preset",
+    "tiny",
+    "--accumulate",
+    "1",
+    "--live-tensors",
+    "0",
+    "--repeat",
+    "2",
+    "--warmup",
+    "0",
+    "--threads",
+    "1",
+]
+REQUIRED_FIELDS = {
+    "schema_version",
+    "run_id",
+    "strategy",
+    "preset",
+    "device",
+    "accumulate",
+    "live_tensors",
+    "world_size",
+    "status",
+    "error",
+    "params",
+    "tokens_per_window",
+    "phases",
+    "overhead",
+    "memory",
+    "grad_check",
+    "env",
+}
+
+
+def sweep(*args: str, plugin_dir: Path | None = None, **kwargs) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    if plugin_dir is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(plugin_dir), env.get("PYTHONPATH", "")])
+    return subprocess.run(
+        [sys.executable, "-m", "benches", "run", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        **kwargs,
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["--strategies", "block,zeroish"], "'zeroish'"),
+        (["--preset", "huge"], "'huge'"),
+        (["--device", "tpu"], "'tpu'"),
+        (["--accumulate", "0"], "0"),
+        (["--accumulate", "1,x"], "'x'"),
+        (["--accumulate", "1,,2"], "'1,,2'"),
+        (["--live-tensors", "-5"], "-5"),
+        (["--repeat", "many"], "'many'"),
+        (["--warmup", "-1"], "-1"),
+        (["--rounds", "0"], "0"),
+        (["--threads", "0"], "0"),
+        (["--timeout", "soon"], "'soon'"),
+        (["--timeout", "-3"], "'-3'"),
+        (["--plugin", "no_such_module_zg"], "'no_such_module_zg'"),
+        (["--bogus"], "--bogus"),
+    ],
+)
+def test_bad_arguments_exit_2_with_one_line(argv, named, capsys, tmp_path):
+    code = cli.main(["run", *argv, "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert named in err, err
+    assert not (tmp_path / "out").exists()  # nothing started
+
+
+def test_unknown_strategy_lists_the_valid_ones(capsys):
+    assert cli.main(["run", "--strategies", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert all(name in err for name in ("global", "block", "native", "lazy"))
+
+
+def test_cuda_without_a_gpu_is_a_usage_error(capsys):
+    pytest.importorskip("torch")
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    assert cli.main(["run", "--device", "cuda"]) == 2
+    assert "'cuda'" in capsys.readouterr().err
+
+
+def test_usage_error_from_the_command_line():
+    done = sweep("--preset", "huge")
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0 and "tiny, small, base, big" in done.stderr
+
+
+def test_rotating_order_and_rounds(tmp_path):
+    args = cli.build_parser().parse_args(
+        [
+            "run",
+            *QUICK,
+            "--accumulate",
+            "1,2",
+            "--strategies",
+            "block,lazy",
+            "--rounds",
+            "2",
+            "--out",
+            str(tmp_path),
+        ]
+    )
+    specs = cli.cases(cli.resolve(args), "id", {})
+    assert len(specs) == 2 * 2 * 3  # rounds x K x (baseline + 2)
+    firsts = [specs[i].strategy for i in range(0, len(specs), 3)]
+    assert firsts == ["baseline", "block", "block", "lazy"]  # each group starts elsewhere
+
+
+@pytest.fixture
+def plugin_dir(tmp_path) -> Path:
+    (tmp_path / "zg_test_plugin.py").write_text(
+        textwrap.dedent(
+            """
+        import time
+        import strategies
+        from strategies.block import BlockStrategy
+
+        class Boom(BlockStrategy):
+            def reset(self, collector):
+                raise RuntimeError("boom at reset")
+
+        class Sleepy(BlockStrategy):
+            def reset(self, collector):
+                time.sleep(120)
+
+        strategies.register("boom", Boom)
+        strategies.register("sleepy", Sleepy)
+        """
+        )
+    )
+    return tmp_path
+
+
+def test_failing_plugin_strategy_is_a_failed_row_and_the_sweep_goes_on(plugin_dir, tmp_path):
+    out = tmp_path / "run"
+    done = sweep(
+        *QUICK,
+        "--strategies",
+        "boom,block",
+        "--plugin",
+        "zg_test_plugin",
+        "--out",
+        str(out),
+        plugin_dir=plugin_dir,
+    )
+    assert done.returncode == 1, done.stderr
+    rows = {r["strategy"]: r for r in read(out)}
+    assert set(rows) == {"baseline", "boom", "block"}
+    assert rows["boom"]["status"] == "failed" and "boom at reset" in rows["boom"]["error"]
+    assert rows["block"]["status"] == "ok" and rows["baseline"]["status"] == "ok"
+    for row in rows.values():
+        assert set(row) >= REQUIRED_FIELDS, REQUIRED_FIELDS - set(row)
+    ok = rows["block"]
+    assert ok["schema_version"] == 1 and ok["world_size"] == 1
+    assert ok["grad_check"]["ok"] and ok["grad_check"]["max_rel_diff"] == 0.0
+    assert {"median_s", "iqr_s", "ci_low_s", "ci_high_s", "cv", "n"} <= set(ok["phases"]["window"])
+    assert ok["phases"]["window"]["n"] == 2
+    assert ok["env"]["torch"] and "git_commit" in ok["env"]
+    assert (out / "index.html").exists()
+    assert "boom" in done.stdout  # the summary table
+
+
+def test_a_case_that_times_out(plugin_dir, tmp_path):
+    out = tmp_path / "run"
+    start = time.monotonic()
+    done = sweep(
+        *QUICK,
+        "--strategies",
+        "sleepy",
+        "--plugin",
+        "zg_test_plugin",
+        "--timeout",
+        "25",
+        "--out",
+        str(out),
+        plugin_dir=plugin_dir,
+    )
+    assert time.monotonic() - start < 100
+    assert done.returncode == 1
+    rows = {r["strategy"]: r for r in read(out)}
+    assert (
+        rows["sleepy"]["status"] == "failed" and "timed out after 25 s" in rows["sleepy"]["error"]
+    )
+    assert rows["baseline"]["status"] == "ok"
+
+
+def test_resume_runs_only_what_is_missing(tmp_path):
+    out = tmp_path / "run"
+    assert sweep(*QUICK, "--strategies", "block,lazy", "--out", str(out)).returncode == 0
+    lines = (out / "results.jsonl").read_text().splitlines()
+    assert len(lines) == 3
+    (out / "results.jsonl").write_text(lines[0] + "\n")  # as if interrupted after one case
+    run_id = json.loads(lines[0])["run_id"]
+    done = sweep(*QUICK, "--strategies", "block,lazy", "--out", str(out), "--resume")
+    assert done.returncode == 0, done.stderr
+    rows = read(out)
+    assert sorted(r["strategy"] for r in rows) == ["baseline", "block", "lazy"]
+    assert {r["run_id"] for r in rows} == {run_id}
+    done = sweep(*QUICK, "--strategies", "block,lazy", "--out", str(out), "--resume")
+    assert "0 cases (3 already done)" in done.stderr
+    assert len(read(out)) == 3
+
+
+def test_interrupt_keeps_finished_rows_and_writes_the_report(tmp_path):
+    out = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "benches", "run", *QUICK, "--repeat", "30", "--out", str(out)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    results = out / "results.jsonl"
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and not (results.exists() and results.read_text()):
+        time.sleep(0.2)
+    time.sleep(1.0)  # into the next case
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    rows = read(out)
+    assert 1 <= len(rows) < 7 and all(r["status"] == "ok" for r in rows)
+    assert (out / "index.html").exists()
+    assert "interrupted" in stderr
+
+
+def test_corrupt_line_is_skipped_with_a_warning(tmp_path):
+    good = {"schema_version": 1, "strategy": "block", "status": "failed", "error": "x"}
+    (tmp_path / "results.jsonl").write_text(
+        json.dumps(good) + "\n" + '{"strategy": "lazy", "stat' + "\n" + json.dumps(good) + "\n"
+    )
+    with pytest.warns(UserWarning, match=r"results.jsonl:2: skipped a corrupt line"):
+        rows = read(tmp_path)
+    assert len(rows) == 2
