@@ -40,6 +40,19 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def cpu_pressure() -> float | None:
+    """Share of the last 10 s in which some runnable task waited for a CPU (Linux PSI), in %.
+
+    On a shared 2-core machine this is the figure that says a timing is suspect: when another
+    tenant takes a core, torch's two threads wait on each other and small ops slow down 10-100x.
+    """
+    try:
+        line = Path("/proc/pressure/cpu").read_text().splitlines()[0]
+        return float(dict(f.split("=") for f in line.split()[1:])["avg10"])
+    except (OSError, IndexError, KeyError, ValueError):
+        return None
+
+
 def environment(device: str | torch.device = "cpu") -> dict[str, object]:
     """torch, CUDA, cuDNN, device and CPU model, Python, threads, load average."""
     device = torch.device(device)
@@ -58,6 +71,7 @@ def environment(device: str | torch.device = "cpu") -> dict[str, object]:
         "platform": platform.platform(),
         "threads": torch.get_num_threads(),
         "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        "cpu_pressure_avg10": cpu_pressure(),
         "argv": sys.argv,
     }
     if device.type == "cuda":

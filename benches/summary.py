@@ -11,6 +11,8 @@ from reports import targets
 from reports.rows import pooled, read
 from reports.summary import case_rows
 
+NOISY_PRESSURE = 20.0  # % of time a runnable task waited for a CPU (Linux PSI, avg10)
+
 
 def _ms(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1e3:.3f}"
@@ -52,6 +54,19 @@ def print_summary(directory: Path, console: Console | None = None) -> None:
         )
     console.print(table)
     console.print("* the 95% bootstrap CI of the ratio excludes 1: a significant difference")
-    for target in targets.evaluate(pooled(read(directory))):
+    rows = read(directory)
+    noisy = [
+        r["case_id"]
+        for r in rows
+        if (r.get("env") or {}).get("cpu_pressure_avg10") is not None
+        and r["env"]["cpu_pressure_avg10"] > NOISY_PRESSURE
+    ]
+    if noisy:
+        console.print(
+            f"[yellow]warning[/yellow]: {len(noisy)} of {len(rows)} cases ran while other work "
+            f"held the CPU (pressure above {NOISY_PRESSURE:g}%): their times are suspect; "
+            "rerun on a quiet machine or with --threads 1"
+        )
+    for target in targets.evaluate(pooled(rows)):
         mark = "[green]PASS[/green]" if target["ok"] else "[red]FAIL[/red]"
         console.print(f"{mark} {target['target']}: {target['value']} (target {target['limit']})")

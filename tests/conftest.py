@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gc
+import importlib
+import os
 
 import pytest
 import torch
@@ -10,6 +12,9 @@ from torch import nn
 
 import strategies
 
+# ZEROGRAD_PLUGINS=mod1,mod2 imports plugin modules first, so the suite covers their strategies
+for _module in filter(None, os.environ.get("ZEROGRAD_PLUGINS", "").split(",")):
+    importlib.import_module(_module.strip())
 STRATEGIES = strategies.available()
 DEVICES = [
     "cpu",

@@ -265,3 +265,35 @@ def test_corrupt_line_is_skipped_with_a_warning(tmp_path):
     with pytest.warns(UserWarning, match=r"results.jsonl:2: skipped a corrupt line"):
         rows = read(tmp_path)
     assert len(rows) == 2
+
+
+def test_readme_plugin_example_runs_in_a_sweep(tmp_path):
+    out = tmp_path / "run"
+    done = sweep(
+        *QUICK, "--strategies", "drop", "--plugin", "examples.drop_strategy", "--out", str(out)
+    )
+    assert done.returncode == 0, done.stderr
+    rows = {r["strategy"]: r for r in read(out)}
+    assert rows["drop"]["status"] == "ok" and rows["drop"]["grad_check"]["ok"]
+
+
+def test_readme_plugin_example_passes_the_shared_suite():
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-k",
+            "drop",
+            "tests/test_strategies.py",
+        ],
+        cwd=ROOT,
+        env=dict(os.environ, ZEROGRAD_PLUGINS="examples.drop_strategy"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-2000:]  # 5 if -k drop had selected nothing

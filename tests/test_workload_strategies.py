@@ -21,7 +21,7 @@ def test_window_equals_full_batch(name):
     full = concat(batches)
     full_batch = torch.autograd.grad(w.loss(full, full.n_tokens), params)
     collector = strategies.GradientCollector(w.model, strategy=name)
-    for window in range(2):  # the second window starts fresh from the first's gradients
+    for _window in range(2):  # the second window starts fresh from the first's gradients
         with collector:
             for batch in batches:
                 collector.backward(w.loss(batch, tokens))
