@@ -8,17 +8,19 @@ its GradientUpdateHandler out of the training step so that accumulation became p
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, TypeVar
 
 import torch
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 
 from strategies import _hooks
 from strategies.base import Strategy
 from strategies.registry import get
 
 GRAD_REQS = ("add", "write", "null")
+T = TypeVar("T")
 
 _FREED_GRAPH = "Trying to backward through the graph a second time"
 
@@ -98,6 +100,9 @@ class GradientCollector:
         grad_req: str | Mapping[str, str] = "add",
     ) -> None:
         self.module = target if isinstance(target, nn.Module) else None
+        #: the DistributedDataParallel wrapper when the target is one: micro_batches() skips its
+        #: all-reduce on all but the last micro-batch of a window (no_sync)
+        self.ddp = target if isinstance(target, DistributedDataParallel) else None
         named = [(n, p) for n, p in _named_leaves(target) if p.requires_grad]
         if not named:
             raise ValueError(
@@ -118,9 +123,7 @@ class GradientCollector:
         self.named_params = [(n, p) for n, p in named if modes[n] != "null"]
         self.params = [p for _, p in self.named_params]
         self.null_params = [p for n, p in named if modes[n] == "null"]
-        for p in self.null_params:  # no gradient is computed for them while attached
-            p.requires_grad_(False)
-            p.grad = None
+        # before the strategy's own hooks, so that a written gradient is what they see
         self._write_nodes = [
             self._write_hook(p) for n, p in self.named_params if modes[n] == "write"
         ]
@@ -128,8 +131,15 @@ class GradientCollector:
         self._in_window = False
         self._closed = False
         self.windows = 0
+        try:
+            strategy.attach(self)  # may refuse a combination (e.g. flat with DDP bucket views)
+        except BaseException:
+            self._remove_write_hooks()
+            raise
         strategy._zerograd_collector = self
-        strategy.attach(self)
+        for p in self.null_params:  # no gradient is computed for them while attached
+            p.requires_grad_(False)
+            p.grad = None
 
     @staticmethod
     def _write_hook(param: torch.Tensor) -> tuple[Any, Any]:
@@ -158,6 +168,20 @@ class GradientCollector:
         finally:
             self._in_window = False
             self.windows += 1
+
+    def micro_batches(self, items: Iterable[T]) -> Iterator[T]:
+        """Iterate a window's micro-batches; run forward and backward inside the loop.
+
+        For a DistributedDataParallel target, every micro-batch but the last runs under
+        ``no_sync()``: gradients accumulate locally and only the last backward all-reduces.
+        """
+        items = list(items)
+        for i, item in enumerate(items):
+            if self.ddp is not None and i < len(items) - 1:
+                with self.ddp.no_sync():
+                    yield item
+            else:
+                yield item
 
     def backward(self, loss: torch.Tensor, retain_graph: bool | None = None) -> None:
         """Back-propagate one micro-batch's loss into the window's gradients."""
@@ -216,11 +240,14 @@ class GradientCollector:
             self.strategy.detach(self)
         finally:
             self.strategy._zerograd_collector = None
-            for _, handle in self._write_nodes:
-                handle.remove()
-            self._write_nodes = []
+            self._remove_write_hooks()
             for p in self.null_params:
                 p.requires_grad_(True)
+
+    def _remove_write_hooks(self) -> None:
+        for _, handle in self._write_nodes:
+            handle.remove()
+        self._write_nodes = []
 
     def _check_open(self, what: str) -> None:
         if self._closed:

@@ -20,6 +20,12 @@ class FlatStrategy(Strategy):
     name = "flat"
 
     def attach(self, collector) -> None:
+        if collector.ddp is not None and collector.ddp.gradient_as_bucket_view:
+            raise ValueError(
+                "strategy 'flat' cannot run under DistributedDataParallel with "
+                "gradient_as_bucket_view=True: both make .grad a view of their own buffer; "
+                "use gradient_as_bucket_view=False"
+            )
         groups: dict[tuple, list[torch.Tensor]] = defaultdict(list)
         for p in collector.params:
             groups[(p.device, p.dtype)].append(p)

@@ -320,3 +320,23 @@ def test_in_place_strategies_keep_gradient_storage(name):
     with collector:
         assert all(not p.grad.any() for p in model.parameters())
     assert [p.grad.data_ptr() for p in model.parameters()] == pointers
+
+
+def test_micro_batches_pass_through_without_ddp():
+    collector = strategies.GradientCollector(make_model())
+    assert collector.ddp is None
+    assert list(collector.micro_batches(iter([1, 2, 3]))) == [1, 2, 3]
+
+
+def test_a_refusing_strategy_leaves_the_target_untouched():
+    class Refuses(strategies.Strategy):
+        def attach(self, collector):
+            raise ValueError("strategy 'refuses' cannot run here")
+
+        def reset(self, collector):
+            pass
+
+    model = make_model()
+    with pytest.raises(ValueError, match="refuses"):
+        strategies.GradientCollector(model, strategy=Refuses(), grad_req={"norm.bias": "null"})
+    assert model.norm.bias.requires_grad

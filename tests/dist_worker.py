@@ -1,0 +1,118 @@
+"""Worker of the gloo tests (tests/test_distributed.py): one process per rank, spawned.
+
+Each rank holds a different number of target tokens; after one window every rank's gradient must
+equal the single-process gradient of the whole global batch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import traceback
+
+import torch
+import torch.distributed as dist
+
+import strategies
+from benches.workload import Workload
+
+K = 3
+
+
+def rank_batches(workload: Workload, rank: int, world: int, window: int = 0):
+    # a different window index per rank: different data, and different token counts
+    return workload.batches(window * world + rank)
+
+
+def global_reference(workload: Workload, world: int, window: int, local_rank: int | None = None):
+    """The gradient of the whole global batch (every rank's micro-batches), in one process.
+
+    With ``local_rank``: the pitfall instead, what DDP averages when each rank divides by its
+    own token count.
+    """
+    if local_rank is not None:
+        total = [torch.zeros_like(p) for p in workload.model.parameters()]
+        for r in range(world):
+            mine = rank_batches(workload, r, world, window)
+            for t, g in zip(
+                total, _grads(workload, mine, workload.window_tokens(mine)), strict=True
+            ):
+                t += g / world
+        return total
+    every = [b for r in range(world) for b in rank_batches(workload, r, world, window)]
+    return _grads(workload, every, workload.window_tokens(every))
+
+
+def _grads(workload: Workload, batches, tokens):
+    params = list(workload.model.parameters())
+    total = [torch.zeros_like(p) for p in params]
+    for batch in batches:
+        for t, g in zip(
+            total, torch.autograd.grad(workload.loss(batch, tokens), params), strict=True
+        ):
+            t += g
+    return total
+
+
+def max_rel_diff(got, expected) -> float:
+    return max(
+        (g - e).abs().max().item() / max(e.abs().max().item(), 1e-30)
+        for g, e in zip(got, expected, strict=True)
+    )
+
+
+def run(rank: int, world: int, port: int, out: str, names: list[str]) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    torch.set_num_threads(1)
+    results = []
+    try:
+        for name in names:
+            for bucket_view in (False, True):
+                results.append(check(rank, world, name, bucket_view))
+    finally:
+        dist.destroy_process_group()
+    with open(f"{out}.{rank}", "w") as f:
+        json.dump(results, f)
+
+
+def check(rank: int, world: int, name: str, bucket_view: bool) -> dict:
+    case = {"strategy": name, "bucket_view": bucket_view}
+    workload = Workload(preset="tiny", accumulate=K, dropout=0.0, device="cpu", seed=0)
+    expected = [global_reference(workload, world, w) for w in range(2)]
+    model = workload.distribute(gradient_as_bucket_view=bucket_view)
+    calls = []
+
+    def counting_hook(state, bucket):
+        calls.append(1)
+        work = dist.all_reduce(bucket.buffer().div_(world), async_op=True)
+        return work.get_future().then(lambda fut: fut.value()[0])
+
+    model.register_comm_hook(None, counting_hook)
+    try:
+        collector = strategies.GradientCollector(model, strategy=name)
+    except ValueError as err:
+        return {**case, "refused": str(err)}
+    try:
+        per_micro, diffs = [], []
+        for window in range(2):
+            batches = rank_batches(workload, rank, world, window)
+            tokens = workload.distributed_window_tokens(batches)
+            with collector:
+                for batch in collector.micro_batches(batches):
+                    before = len(calls)
+                    collector.backward(workload.loss(batch, tokens))
+                    per_micro.append(len(calls) - before)
+            grads = [p.grad for p in workload.model.parameters()]
+            diffs.append(max_rel_diff(grads, expected[window]))
+        collector.close()
+        pitfall = max_rel_diff(grads, global_reference(workload, world, 1, local_rank=rank))
+        return {
+            **case,
+            "max_rel_diff": max(diffs),
+            "allreduce_per_micro": per_micro,
+            "local_norm_rel_diff": pitfall,
+            "local_tokens": workload.window_tokens(rank_batches(workload, rank, world)),
+        }
+    except Exception:
+        return {**case, "error": traceback.format_exc()}

@@ -1,0 +1,79 @@
+"""Gradient collection on torch.distributed: 2 gloo ranks on the CPU, unequal tokens per rank."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import pytest
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+import strategies
+
+pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distributed unavailable")
+WORLD = 2
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    import dist_worker
+
+    out = tmp_path_factory.mktemp("dist") / "rank"
+    mp.spawn(
+        dist_worker.run,
+        args=(WORLD, free_port(), str(out), strategies.available()),
+        nprocs=WORLD,
+    )
+    return [json.loads(out.with_suffix(f".{rank}").read_text()) for rank in range(WORLD)]
+
+
+def cases(results, name):
+    return [c for per_rank in results for c in per_rank if c["strategy"] == name]
+
+
+@pytest.mark.parametrize("name", strategies.available())
+def test_every_strategy_gives_the_global_batch_gradient_or_refuses(results, name):
+    found = cases(results, name)
+    assert len(found) == 2 * WORLD  # with and without gradient_as_bucket_view, on each rank
+    for case in found:
+        assert "error" not in case, case.get("error")
+        if "refused" in case:
+            message = case["refused"]
+            assert "\n" not in message and f"'{name}'" in message
+            assert "gradient_as_bucket_view" in message
+            continue
+        # each rank's window equals the single-process gradient of the whole global batch
+        assert case["max_rel_diff"] < 1e-5, case
+
+
+def test_only_flat_with_bucket_views_refuses(results):
+    refused = {(c["strategy"], c["bucket_view"]) for r in results for c in r if "refused" in c}
+    assert refused == {("flat", True)}
+
+
+def test_ranks_hold_unequal_tokens_and_local_normalisation_is_wrong(results):
+    block = cases(results, "block")
+    assert len({c["local_tokens"] for c in block}) == WORLD  # the pitfall needs unequal counts
+    # dividing by each rank's own tokens (then DDP's average) is not the global-batch gradient
+    assert all(c["local_norm_rel_diff"] > 1e-3 for c in block)
+
+
+def test_no_sync_skips_the_all_reduce_until_the_last_micro_batch(results):
+    import dist_worker
+
+    for per_rank in results:
+        for case in per_rank:
+            if "allreduce_per_micro" not in case:
+                continue
+            counts = case["allreduce_per_micro"]
+            k = dist_worker.K
+            for window in range(len(counts) // k):
+                micro = counts[window * k : (window + 1) * k]
+                assert micro[:-1] == [0] * (k - 1) and micro[-1] >= 1, (case["strategy"], counts)
