@@ -13,6 +13,7 @@ import dataclasses
 import importlib
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -40,6 +41,7 @@ class CaseSpec:
     device: str
     accumulate: int
     live_tensors: int
+    world_size: int = 1
     repeat: int = 10
     warmup: int = 2
     threads: int = 1
@@ -56,7 +58,7 @@ class CaseSpec:
     def case_id(self) -> str:
         return (
             f"{self.strategy}-k{self.accumulate}-n{self.live_tensors}-{self.preset}-"
-            f"{self.device}-r{self.round}"
+            f"{self.device}{f'-w{self.world_size}' if self.world_size > 1 else ''}-r{self.round}"
         )
 
 
@@ -93,85 +95,104 @@ def reset_peak_rss() -> bool:
 
 # -- one window -----------------------------------------------------------------------------------
 class Runner:
-    """Times windows of one workload, with a strategy's collector or as the plain loop."""
+    """Times windows of one workload, with a strategy's collector or as the plain loop.
+
+    Under DDP (``workload.ddp`` set) every micro-batch but the last runs under ``no_sync``, and
+    the window also reports ``sync``: the last backward (which all-reduces) minus the median of
+    the others (which do not), the communication the backward did not hide.
+    """
 
     def __init__(self, workload: Workload, strategy: str | None) -> None:
         import strategies
 
         self.workload = workload
         self.model = workload.model
+        self.ddp = workload.ddp
         self.clock = make_clock(workload.device)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-4)
+        target = self.ddp if self.ddp is not None else self.model
         self.collector = (
-            strategies.GradientCollector(self.model, strategy=strategy) if strategy else None
+            strategies.GradientCollector(target, strategy=strategy) if strategy else None
         )
 
-    def window(self, batches, tokens: int, plain: bool = False) -> dict[str, float]:
+    def window(self, batches, tokens: float, plain: bool = False) -> dict[str, float]:
         """One timed window; ``plain`` runs the baseline loop on the same model instead."""
-        if plain or self.collector is None:
-            return self._baseline_window(batches, tokens)
-        clock, collector, loss_of = self.clock, self.collector, self.workload.loss
-        forward = backward = 0.0
+        clock, loss_of = self.clock, self.workload.loss
+        collector = None if plain else self.collector
+        forward, backwards = 0.0, []
         t0 = clock()
-        collector.__enter__()
+        if collector is None:
+            self.model.zero_grad(set_to_none=True)
+            micro_batches = self._plain_micro_batches(batches)
+        else:
+            collector.__enter__()
+            micro_batches = collector.micro_batches(batches)
         t1 = clock()
-        for batch in batches:
+        for batch in micro_batches:
             a = clock()
             loss = loss_of(batch, tokens)
             b = clock()
-            collector.backward(loss)
+            if collector is None:
+                loss.backward()
+            else:
+                collector.backward(loss)
             c = clock()
             forward += b - a
-            backward += c - b
+            backwards.append(c - b)
         t2 = clock()
-        collector.__exit__(None, None, None)
+        if collector is not None:
+            collector.__exit__(None, None, None)
         t3 = clock()
-        collector.step(self.optimizer)
+        if collector is None:
+            self.optimizer.step()
+        else:
+            collector.step(self.optimizer)
         t4 = clock()
-        return {
+        timing = {
             "reset": (t1 - t0) + (t3 - t2),
             "forward": forward,
-            "backward": backward,
+            "backward": sum(backwards),
             "update": t4 - t3,
             "window": t4 - t0,
         }
+        if self.ddp is not None and len(backwards) > 1:
+            timing["sync"] = backwards[-1] - statistics.median(backwards[:-1])
+        return timing
 
-    def _baseline_window(self, batches, tokens: int) -> dict[str, float]:
-        clock, model, loss_of = self.clock, self.model, self.workload.loss
-        forward = backward = 0.0
-        t0 = clock()
-        model.zero_grad(set_to_none=True)
-        t1 = clock()
-        for batch in batches:
-            a = clock()
-            loss = loss_of(batch, tokens)
-            b = clock()
-            loss.backward()
-            c = clock()
-            forward += b - a
-            backward += c - b
-        t2 = clock()
-        self.optimizer.step()
-        t3 = clock()
-        return {
-            "reset": t1 - t0,
-            "forward": forward,
-            "backward": backward,
-            "update": t3 - t2,
-            "window": t3 - t0,
-        }
+    def _plain_micro_batches(self, batches):
+        for i, batch in enumerate(batches):
+            if self.ddp is not None and i < len(batches) - 1:
+                with self.ddp.no_sync():
+                    yield batch
+            else:
+                yield batch
 
-    def first_window_grads(self, batches, tokens: int) -> dict[str, torch.Tensor | None]:
+    def first_window_grads(self, batches, tokens: float) -> dict[str, torch.Tensor | None]:
         """Run one window without its update; the gradients it leaves."""
         if self.collector is None:
             self.model.zero_grad(set_to_none=True)
-            for batch in batches:
+            for batch in self._plain_micro_batches(batches):
                 self.workload.loss(batch, tokens).backward()
         else:
             with self.collector:
-                for batch in batches:
+                for batch in self.collector.micro_batches(batches):
                     self.collector.backward(self.workload.loss(batch, tokens))
         return {n: p.grad for n, p in self.model.named_parameters()}
+
+
+class AllReduceCounter:
+    """Counts DDP's all-reduces: a communication hook that runs the default one, counted."""
+
+    def __init__(self, ddp) -> None:
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+        self.calls = 0
+
+        def counted_allreduce_hook(state, bucket):
+            self.calls += 1
+            return default_hooks.allreduce_hook(state, bucket)
+
+        ddp.register_comm_hook(None, counted_allreduce_hook)
 
 
 def reference_grads(workload: Workload, batches, tokens: int) -> dict[str, torch.Tensor]:
@@ -203,11 +224,25 @@ def grad_check(got: dict[str, torch.Tensor | None], expected, tolerance: float) 
     }
 
 
-# -- the case --------------------------------------------------------------------------------
-def run_case(spec: CaseSpec) -> dict[str, Any]:
+# -- the case -------------------------------------------------------------------------------
+def _rank() -> tuple[int, int, int]:
+    """(rank, local rank, world size) as torchrun sets them; (0, 0, 1) in a plain process."""
+    env = os.environ
+    return int(env.get("RANK", 0)), int(env.get("LOCAL_RANK", 0)), int(env.get("WORLD_SIZE", 1))
+
+
+def run_case(spec: CaseSpec) -> dict[str, Any] | None:
+    """Measure one case; under torchrun every rank measures and rank 0 returns the row."""
+    rank, local_rank, world = _rank()
     torch.set_num_threads(spec.threads)
     for module in spec.plugins:
         importlib.import_module(module)
+    if world > 1:
+        import torch.distributed as dist
+
+        if spec.device == "cuda":
+            torch.cuda.set_device(local_rank)
+        dist.init_process_group("nccl" if spec.device == "cuda" else "gloo")
     workload = Workload(
         preset=spec.preset,
         accumulate=spec.accumulate,
@@ -219,12 +254,20 @@ def run_case(spec: CaseSpec) -> dict[str, Any]:
         threads=spec.threads,
     )
     device = workload.device
-    # two windows of data, made before any clock runs, alternated so no window is cached twice
-    data = [workload.batches(w) for w in range(2)]
-    data = [(batches, workload.window_tokens(batches)) for batches in data]
+    # two windows of data per rank, made before any clock runs, alternated so that no window
+    # is cached twice; rank r holds windows w * world + r, so ranks hold different tokens
+    mine = [workload.batches(w * world + rank) for w in range(2)]
+    # the reference: the whole global batch's gradient without any strategy (and without DDP)
+    every = [b for r in range(world) for b in workload.batches(r)]
+    expected = reference_grads(workload, every, workload.window_tokens(every))
+    del every
+    allreduce = None
+    if world > 1:
+        workload.distribute()
+        allreduce = AllReduceCounter(workload.ddp)
+    data = [(batches, workload.distributed_window_tokens(batches)) for batches in mine]
 
     strategy = None if spec.strategy == BASELINE else spec.strategy
-    expected = reference_grads(workload, *data[0])
     runner = Runner(workload, strategy)
     check = grad_check(runner.first_window_grads(*data[0]), expected, GRAD_TOLERANCE[spec.dtype])
     del expected
@@ -243,15 +286,18 @@ def run_case(spec: CaseSpec) -> dict[str, Any]:
     samples: dict[str, list[float]] = {phase: [] for phase in PHASES}
     baseline_windows: list[float] = []
     footprint: list[int] = []  # memory after each window: a leak shows as a slope
+    allreduce_calls: list[int] = []
     for i in range(spec.repeat):
         batches, tokens = data[i % 2]
         if interleave and i % 2:  # ABBA order: drift hits both alike
             baseline_windows.append(runner.window(batches, tokens, plain=True)["window"])
+        calls = allreduce.calls if allreduce else 0
         timing = runner.window(batches, tokens)
+        allreduce_calls.append((allreduce.calls if allreduce else 0) - calls)
         if interleave and not i % 2:
             baseline_windows.append(runner.window(batches, tokens, plain=True)["window"])
-        for phase in PHASES:
-            samples[phase].append(timing[phase])
+        for phase, seconds in timing.items():
+            samples[phase].append(seconds)
         footprint.append(
             torch.cuda.memory_allocated(device)
             if device.type == "cuda"
@@ -271,16 +317,22 @@ def run_case(spec: CaseSpec) -> dict[str, Any]:
             torch.cuda.max_memory_reserved(device) if device.type == "cuda" else None
         ),
     }
-    if spec.memray:
+    if spec.memray and world == 1:
         memory.update(memray_pass(runner, data, spec))
+    if baseline_windows:
+        samples["baseline_window"] = baseline_windows
+    if world > 1:  # each window's phase from the slowest rank; the worst check and memory
+        samples, check, memory = _slowest_rank(samples, check, memory, world)
+        torch.distributed.destroy_process_group()
+        if rank != 0:
+            return None
 
-    phases = {phase: stats.summarize(values) for phase, values in samples.items()}
+    phases = {phase: stats.summarize(v) for phase, v in samples.items() if v and phase in PHASES}
     overhead = None
     if baseline_windows:
-        ratio = stats.ratio_of_medians(samples["window"], baseline_windows, paired=True)
-        overhead = {**ratio, "baseline": stats.summarize(baseline_windows)}
-        samples["baseline_window"] = baseline_windows
-    tokens_per_window = data[0][1]
+        ratio = stats.ratio_of_medians(samples["window"], samples["baseline_window"], paired=True)
+        overhead = {**ratio, "baseline": stats.summarize(samples["baseline_window"])}
+    tokens_per_window = data[0][1] * world
     window_median = phases["window"]["median_s"]
     return {
         "status": "ok",
@@ -288,13 +340,31 @@ def run_case(spec: CaseSpec) -> dict[str, Any]:
         "params": workload.num_params(),
         "tokens_per_window": tokens_per_window,
         "tokens_per_second": tokens_per_window / window_median if window_median else None,
-        "flops_per_window": workload.flops_per_window(),
+        "flops_per_window": workload.flops_per_window() * world,
         "phases": phases,
         "samples": samples,
         "overhead": overhead,
+        "allreduce_per_window": statistics.median(allreduce_calls) if allreduce else None,
         "memory": memory,
         "grad_check": check,
     }
+
+
+def _slowest_rank(samples, check, memory, world: int):
+    """Gather every rank's figures: per window the slowest rank's phase; the worst check."""
+    gathered: list[Any] = [None] * world
+    torch.distributed.all_gather_object(gathered, (samples, check, memory))
+    merged = {
+        phase: [max(per_rank) for per_rank in zip(*(g[0][phase] for g in gathered), strict=True)]
+        for phase in samples
+    }
+    worst = max((g[1] for g in gathered), key=lambda c: c["max_rel_diff"])
+    worst = {**worst, "ok": all(g[1]["ok"] for g in gathered)}
+    peak = {
+        key: max((g[2].get(key) or 0) for g in gathered)
+        for key in ("peak_rss_bytes", "cuda_peak_allocated_bytes", "cuda_peak_reserved_bytes")
+    }
+    return merged, worst, {**memory, **peak, "over_ranks": "max"}
 
 
 def memray_pass(runner: Runner, data, spec: CaseSpec) -> dict[str, Any]:
@@ -339,7 +409,7 @@ def row_for(spec: CaseSpec, measured: dict[str, Any]) -> dict[str, Any]:
         "dtype": spec.dtype,
         "accumulate": spec.accumulate,
         "live_tensors": spec.live_tensors,
-        "world_size": 1,
+        "world_size": spec.world_size,
         "round": spec.round,
         "repeat": spec.repeat,
         "warmup": spec.warmup,
@@ -364,19 +434,71 @@ def failed_measure(error: str) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
-    spec_path, out_path = Path(argv[0]), Path(argv[1])
-    spec = CaseSpec(**json.loads(spec_path.read_text()))
+    """``SPEC OUT`` (the sweep's form), or flags for one case run by hand, e.g. under torchrun
+    across machines: ``python -m benches.case --strategy lazy --preset base --out DIR``."""
+    if argv and argv[0].startswith("-"):
+        return by_hand(argv)
+    spec = CaseSpec(**json.loads(Path(argv[0]).read_text()))
+    row, code = measure(spec)
+    if row is not None:
+        out_path = Path(argv[1])
+        tmp = out_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(row, default=str))
+        os.replace(tmp, out_path)  # the parent sees a whole row or none
+    return code
+
+
+def measure(spec: CaseSpec) -> tuple[dict[str, Any] | None, int]:
+    """The case's row (None on ranks other than 0) and the exit code."""
     try:
-        row = row_for(spec, run_case(spec))
-        code = 0
+        measured = run_case(spec)
+        return (None if measured is None else row_for(spec, measured)), 0
     except Exception as err:  # the sweep records it and goes on
-        last = traceback.format_exception_only(err)[-1].strip().replace("\n", " ")
-        row = row_for(spec, failed_measure(last))
         traceback.print_exc()
-        code = 1
-    tmp = out_path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(row, default=str))
-    os.replace(tmp, out_path)  # the parent sees a whole row or none
+        if _rank()[0] != 0:
+            return None, 1  # torchrun ends the others; the sweep reads rank 0's log
+        last = traceback.format_exception_only(err)[-1].strip().replace("\n", " ")
+        return row_for(spec, failed_measure(last)), 1
+
+
+def by_hand(argv: list[str]) -> int:
+    import argparse
+    import uuid
+
+    from benches import envinfo, results
+
+    parser = argparse.ArgumentParser(prog="python -m benches.case", description=main.__doc__)
+    parser.add_argument("--strategy", required=True, help="a strategy name, or baseline")
+    parser.add_argument("--preset", default="tiny")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--accumulate", type=int, default=4)
+    parser.add_argument("--live-tensors", type=int, default=0)
+    parser.add_argument("--repeat", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--plugin", action="append", default=[])
+    parser.add_argument("--out", required=True, help="directory; rank 0 appends its row")
+    args = parser.parse_args(argv)
+    spec = CaseSpec(
+        strategy=args.strategy,
+        preset=args.preset,
+        device=args.device,
+        accumulate=args.accumulate,
+        live_tensors=args.live_tensors,
+        world_size=_rank()[2],
+        repeat=args.repeat,
+        warmup=args.warmup,
+        threads=args.threads,
+        plugins=args.plugin,
+        run_id=os.environ.get("ZEROGRAD_RUN_ID", uuid.uuid4().hex[:12]),
+        out_dir=args.out,
+        git=envinfo.git_state(),
+    )
+    row, code = measure(spec)
+    if row is not None:
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        results.append(args.out, row)
+        print(f"{spec.case_id}: {row['status']} -> {Path(args.out) / results.RESULTS}")
     return code
 
 

@@ -9,6 +9,7 @@ import datetime
 import importlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -27,6 +28,9 @@ SECONDS_PER_MICRO_BATCH = {
     "cpu": {"tiny": 0.5, "small": 3.0, "base": 30.0, "big": 100.0},
     "cuda": {"tiny": 0.5, "small": 0.5, "base": 1.0, "big": 2.0},
 }
+
+
+EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b")
 
 
 class UsageError(Exception):
@@ -63,6 +67,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--resume", action="store_true", help="skip cases already ok in --out")
     run.add_argument("--out", help="results directory (default: reports/runs/<timestamp>)")
     run.add_argument("--seed", default="0", help="seed of weights and data (default 0)")
+    run.add_argument(
+        "--world-size",
+        default="1",
+        help="run each case as N local DDP ranks through torch.distributed.run",
+    )
     return parser
 
 
@@ -110,6 +119,7 @@ class Sweep:
     resume: bool
     out: Path
     seed: int
+    world_size: int = 1
 
 
 def resolve(args: argparse.Namespace) -> Sweep:
@@ -153,6 +163,12 @@ def resolve(args: argparse.Namespace) -> Sweep:
     rounds = int_value("--rounds", args.rounds, 1)
     threads = int_value("--threads", args.threads, 1) if args.threads else os.cpu_count() or 1
     seed = int_value("--seed", args.seed, 0)
+    world_size = int_value("--world-size", args.world_size, 1)
+    if world_size > 1 and device == "cuda" and world_size > torch.cuda.device_count():
+        raise UsageError(
+            f"--world-size {world_size} needs {world_size} GPUs; "
+            f"valid here: 1 to {torch.cuda.device_count()}"
+        )
     if args.timeout is not None:
         try:
             timeout = float(args.timeout)
@@ -163,7 +179,7 @@ def resolve(args: argparse.Namespace) -> Sweep:
     else:
         per = SECONDS_PER_MICRO_BATCH[device][preset]
         # room for setup, the reference, warm-up, interleaved windows and the memray pass
-        timeout = 120 + per * max(accumulate) * (2 * repeat + warmup + 8)
+        timeout = (120 + per * max(accumulate) * (2 * repeat + warmup + 8)) * world_size
     if args.resume and not args.out and not (DEFAULT_RUNS / "latest").exists():
         raise UsageError("--resume needs --out DIR (no reports/runs/latest to resume)")
     if args.out:
@@ -190,6 +206,7 @@ def resolve(args: argparse.Namespace) -> Sweep:
         resume=args.resume,
         out=out,
         seed=seed,
+        world_size=world_size,
     )
 
 
@@ -210,9 +227,10 @@ def cases(sweep: Sweep, run_id: str, git: dict[str, Any]) -> list[CaseSpec]:
                         device=sweep.device,
                         accumulate=k,
                         live_tensors=n,
+                        world_size=sweep.world_size,
                         repeat=sweep.repeat,
                         warmup=sweep.warmup,
-                        threads=sweep.threads,
+                        threads=max(1, sweep.threads // sweep.world_size),
                         seed=sweep.seed,
                         memray=sweep.memray,
                         plugins=sweep.plugins,
@@ -243,8 +261,18 @@ def run_one(spec: CaseSpec, timeout: float) -> dict[str, Any]:
         ),
     )
     with open(log_path, "w") as log:
+        launcher = [sys.executable]
+        if spec.world_size > 1:  # N local ranks: gloo on CPU, NCCL on CUDA
+            launcher += [
+                "-m",
+                "torch.distributed.run",
+                "--standalone",
+                "--nnodes",
+                "1",
+                f"--nproc-per-node={spec.world_size}",
+            ]
         proc = subprocess.Popen(
-            [sys.executable, "-m", "benches.case", str(spec_path), str(out_path)],
+            [*launcher, "-m", "benches.case", str(spec_path), str(out_path)],
             cwd=envinfo.ROOT,
             env=env,
             stdout=log,
@@ -260,17 +288,30 @@ def run_one(spec: CaseSpec, timeout: float) -> dict[str, Any]:
             _kill(proc)
             raise
     if out_path.exists():
-        return json.loads(out_path.read_text())
+        row = json.loads(out_path.read_text())
+        if row["status"] != "ok" and spec.world_size > 1:
+            # rank 0 often sees only that a peer hung up: every rank's exception, first first
+            raised = _exception_lines(log_path)
+            if raised:
+                row["error"] = "; ".join(raised)[:1000]
+        return row
     if code < 0:
         name = signal.Signals(-code).name
         hint = " (out of memory?)" if name == "SIGKILL" else ""
         error = f"process killed by {name}{hint}"
     else:
         error = f"process exited with code {code}"
-    tail = [line for line in log_path.read_text(errors="replace").splitlines() if line.strip()]
+    lines = [line.strip() for line in log_path.read_text(errors="replace").splitlines()]
+    tail = _exception_lines(log_path) or [line for line in lines if line]
     if tail:
-        error += f": {tail[-1].strip()}"
+        error += f": {tail[-1]}"
     return row_for(spec, failed_measure(error))
+
+
+def _exception_lines(log_path: Path) -> list[str]:
+    """The distinct exception lines a case's processes printed, in the order they came."""
+    lines = (line.strip() for line in log_path.read_text(errors="replace").splitlines())
+    return list(dict.fromkeys(line for line in lines if EXCEPTION_LINE.match(line)))
 
 
 def _kill(proc: subprocess.Popen) -> None:
@@ -339,7 +380,8 @@ def sweep_main(sweep: Sweep) -> int:
     console = Console(stderr=True)
     console.print(
         f"zerograd sweep {run_id}: {len(todo)} cases ({len(done)} already done), "
-        f"preset {sweep.preset} on {sweep.device}, {sweep.threads} threads -> {sweep.out}"
+        f"preset {sweep.preset} on {sweep.device}, {sweep.threads} threads"
+        f"{f', {sweep.world_size} ranks' if sweep.world_size > 1 else ''} -> {sweep.out}"
     )
     failed = 0
     interrupted = False

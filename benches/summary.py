@@ -21,19 +21,13 @@ def _ms(seconds: float | None) -> str:
 def print_summary(directory: Path, console: Console | None = None) -> None:
     console = console or Console()
     table = Table(title=f"window time per case ({directory.name})", title_justify="left")
-    for column in (
-        "strategy",
-        "K",
-        "live",
-        "window ms",
-        "95% CI",
-        "vs baseline",
-        "reset ms",
-        "grad diff",
-        "status",
-    ):
+    lines = case_rows(directory)
+    distributed = any("sync" in line.get("phases", {}) for line in lines)
+    columns = ["strategy", "K", "live", "window ms", "95% CI", "vs baseline", "reset ms"]
+    columns += ["sync ms"] * distributed + ["grad diff", "status"]
+    for column in columns:
         table.add_column(column, justify="left" if column in ("strategy", "status") else "right")
-    for line in case_rows(directory):
+    for line in lines:
         window = line.get("phases", {}).get("window", {})
         ratio = line.get("vs_baseline")
         ratio_text = "-"
@@ -49,6 +43,7 @@ def print_summary(directory: Path, console: Console | None = None) -> None:
             f"{_ms(window.get('ci_low_s'))}-{_ms(window.get('ci_high_s'))}" if window else "-",
             ratio_text,
             _ms(line.get("phases", {}).get("reset", {}).get("median_s")),
+            *[_ms(line.get("phases", {}).get("sync", {}).get("median_s"))] * distributed,
             f"{check['max_rel_diff']:.1e}" if check else "-",
             line["status"] if line["status"] == "ok" else f"[red]{line['status']}[/red]",
         )

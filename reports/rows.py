@@ -11,7 +11,7 @@ from typing import Any
 from reports import stats
 
 RESULTS = "results.jsonl"
-PHASES = ("reset", "forward", "backward", "update", "window")
+PHASES = ("reset", "forward", "backward", "update", "window", "sync")  # sync: DDP only
 CASE_KEY = ("strategy", "preset", "device", "accumulate", "live_tensors", "world_size")
 
 

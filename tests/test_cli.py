@@ -152,12 +152,20 @@ def plugin_dir(tmp_path) -> Path:
             def reset(self, collector):
                 raise RuntimeError("boom at reset")
 
+        class RankOneFails(BlockStrategy):
+            def reset(self, collector):
+                import os
+                if os.environ.get("RANK") == "1":
+                    raise RuntimeError("rank 1 gave up")
+                super().reset(collector)
+
         class Sleepy(BlockStrategy):
             def reset(self, collector):
                 time.sleep(120)
 
         strategies.register("boom", Boom)
         strategies.register("sleepy", Sleepy)
+        strategies.register("rank-one-fails", RankOneFails)
         """
         )
     )
@@ -297,3 +305,28 @@ def test_readme_plugin_example_passes_the_shared_suite():
         timeout=300,
     )
     assert done.returncode == 0, done.stdout[-2000:]  # 5 if -k drop had selected nothing
+
+
+def test_world_size_two_runs_ddp_ranks_with_a_sync_phase(plugin_dir, tmp_path):
+    out = tmp_path / "run"
+    args = [*QUICK, "--accumulate", "2", "--world-size", "2"]
+    done = sweep(
+        *args,
+        "--strategies",
+        "lazy,rank-one-fails",
+        "--plugin",
+        "zg_test_plugin",
+        "--out",
+        str(out),
+        plugin_dir=plugin_dir,
+    )
+    assert done.returncode == 1, done.stderr  # one case failed, on one rank: the sweep went on
+    rows = {r["strategy"]: r for r in read(out)}
+    assert set(rows) == {"baseline", "lazy", "rank-one-fails"}
+    failed = rows["rank-one-fails"]
+    assert failed["status"] == "failed" and "rank 1 gave up" in failed["error"]
+    for name in ("baseline", "lazy"):
+        row = rows[name]
+        assert row["status"] == "ok" and row["world_size"] == 2
+        assert row["phases"]["sync"]["n"] == 2 and row["allreduce_per_window"] >= 1
+        assert row["grad_check"]["ok"], row["grad_check"]
