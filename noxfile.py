@@ -65,3 +65,18 @@ def report(session: nox.Session) -> None:
     """Rebuild the HTML report of a results directory (default: reports/runs/latest)."""
     install_project(session)
     session.run("python", "-m", "reports", "build", *(session.posargs or ["reports/runs/latest"]))
+
+
+@nox.session(python=PYTHON, reuse_venv=True, default=False)
+def asv(session: nox.Session) -> None:
+    """asv run over RANGE (default: the last 5 commits of main), then asv publish."""
+    # asv builds its own environments (asv.conf.json, torch held by constraints.txt): this one
+    # only needs asv itself
+    session.install(*CONSTRAINTS, "asv==0.6.6", "virtualenv")
+    commits = int(session.run("git", "rev-list", "--count", "main", silent=True, external=True))
+    default = "main" if commits <= 5 else "main~5..main"  # "main" alone: every commit of main
+    session.run("asv", "machine", "--yes")  # the machine's name and specs, once per user
+    session.run("asv", "run", "--show-stderr", *(session.posargs or [default]))
+    session.run("asv", "publish")
+    index = os.path.abspath(os.path.join(".asv", "html", "index.html"))
+    session.log(f"asv site: {index} (serve it with `asv preview`)")

@@ -1,4 +1,10 @@
-"""``python -m reports build DIR``: rebuild the HTML report of a results directory."""
+"""``python -m reports``: build a results directory's HTML report, or compare two runs.
+
+    python -m reports build DIR                        # writes DIR/index.html
+    python -m reports compare DIR_A DIR_B [--out FILE] # writes FILE (default DIR_B/compare.html)
+
+A usage error is one line on stderr naming the bad value, and exit status 2.
+"""
 
 from __future__ import annotations
 
@@ -6,22 +12,69 @@ import argparse
 import sys
 from pathlib import Path
 
+PROG = "python -m reports"
+COMMANDS = ("build", "compare")
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m reports", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
+
+class UsageError(Exception):
+    """A bad argument: one line naming the bad value; exit 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, no usage block
+        raise UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    commands = parser.add_subparsers(dest="command", parser_class=_Parser)
     build = commands.add_parser("build", help="write DIR/index.html from DIR/results.jsonl")
     build.add_argument("directory", type=Path)
-    args = parser.parse_args(argv)
-    if not (args.directory / "results.jsonl").exists():
-        print(
-            f"python -m reports: error: {str(args.directory)!r} has no results.jsonl",
-            file=sys.stderr,
-        )
-        return 2
-    from reports.build import build as build_report
+    compare = commands.add_parser("compare", help="one page comparing two runs")
+    compare.add_argument("dir_a", type=Path, metavar="DIR_A")
+    compare.add_argument("dir_b", type=Path, metavar="DIR_B")
+    compare.add_argument("--out", type=Path, help="the page to write (default DIR_B/compare.html)")
+    return parser
 
-    print(build_report(args.directory))
+
+def results_dir(directory: Path) -> Path:
+    """A directory with a results file, or a UsageError naming it."""
+    from reports.rows import RESULTS
+
+    if not directory.is_dir():
+        raise UsageError(f"{str(directory)!r} is not a directory")
+    if not (directory / RESULTS).is_file():
+        raise UsageError(f"{str(directory)!r} has no {RESULTS}")
+    return directory
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        if args.command not in COMMANDS:
+            raise UsageError(f"missing command; valid commands: {', '.join(COMMANDS)}")
+        if args.command == "build":
+            directory = results_dir(args.directory)
+        else:
+            dir_a, dir_b = results_dir(args.dir_a), results_dir(args.dir_b)
+            out = args.out if args.out is not None else dir_b / "compare.html"
+            if out.is_dir():
+                raise UsageError(f"--out {str(out)!r} is a directory; give a file name")
+            if not out.parent.is_dir():
+                raise UsageError(f"--out {str(out)!r}: folder {str(out.parent)!r} does not exist")
+    except UsageError as err:
+        print(f"{PROG}: error: {err}", file=sys.stderr)
+        return 2
+    if args.command == "build":
+        from reports.build import build
+
+        print(build(directory))
+    else:
+        from reports.compare import compare
+
+        print(compare(dir_a, dir_b, out))
     return 0
 
 

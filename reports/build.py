@@ -1,46 +1,106 @@
-"""``python -m reports build DIR``: DIR/index.html, one self-contained file."""
+"""``python -m reports build DIR``: DIR/index.html, one self-contained file.
+
+Inline CSS and inline SVG charts (matplotlib), no script, nothing fetched: the page opens from
+disk, offline, and can be mailed as one file. What it says is computed in ``reports.analysis``.
+"""
 
 from __future__ import annotations
 
 import json
+import math
+import re
 from pathlib import Path
+from typing import Any
 
 import jinja2
+from markupsafe import Markup, escape
 
-from reports import targets
-from reports.rows import RESULTS, pooled, read
-from reports.summary import case_rows
+from reports import analysis, charts
 
-TEMPLATE = Path(__file__).with_name("templates") / "report.html.j2"
+TEMPLATES = Path(__file__).with_name("templates")
+TEMPLATE = TEMPLATES / "report.html.j2"
+MAX_BYTES = 5 * 2**20  # the issue's limit for one report page
 
 
-def _ms(seconds) -> str:
-    return "-" if seconds is None else f"{seconds * 1e3:.3f}"
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _ms(seconds: float | None) -> str:
+    """Milliseconds with three significant figures at least, so microsecond resets still show."""
+    if _missing(seconds):
+        return "-"
+    ms = seconds * 1e3
+    if abs(ms) >= 100:
+        return f"{ms:.1f}"
+    if abs(ms) >= 1:
+        return f"{ms:.3f}"
+    return f"{ms:.4f}"
+
+
+def _mib(n: float | None) -> str:
+    return "-" if _missing(n) else f"{n / 2**20:.2f}"
+
+
+def _kib(n: float | None) -> str:
+    return "-" if _missing(n) else f"{n / 2**10:+.1f}"
+
+
+def _num(n: float | None) -> str:
+    if _missing(n):
+        return "-"
+    return f"{n:,.0f}" if abs(n) >= 100 or float(n).is_integer() else f"{n:,.3g}"
+
+
+def _code(text: str) -> Markup:
+    """`name` in generated sentences -> <code>name</code>, everything else escaped."""
+    return Markup(re.sub(r"`([^`]+)`", r"<code>\1</code>", str(escape(text))))
+
+
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(ms=_ms, mib=_mib, kib=_kib, num=_num, code=_code)
+    return env
+
+
+def render_charts(report: dict[str, Any]) -> dict[str, str | None]:
+    """Each chart that this sweep's cases can draw, as inline SVG; None where it cannot."""
+    out: dict[str, str | None] = dict.fromkeys(("phases", "memory", "reset", "window"))
+    if not report["default"]:
+        return out
+    k, n = report["default"]
+    here = [c for c in report["default_cases"] if c.get("phases")]
+    if here:
+        out["phases"] = charts.phases(here, k, n)
+        out["memory"] = charts.memory(here, k, n)
+    if len(report["ns"]) > 1 and report["slopes"]:
+        out["reset"] = charts.reset_vs_live(report["slopes"], k)
+    if len(report["ks"]) > 1:
+        out["window"] = charts.window_vs_k(report["cases"], n)
+    return out
 
 
 def build(directory: str | Path) -> Path:
+    """Write DIR/index.html from DIR/results.jsonl (and run.json, pytest-benchmark.json)."""
     directory = Path(directory)
-    rows = read(directory)
-    run_file = directory / "run.json"
-    run = json.loads(run_file.read_text()) if run_file.exists() else {}
-    first_ok = next((r for r in rows if r.get("status") == "ok"), rows[0] if rows else {})
-    env = {**run.get("env", {}), **first_ok.get("env", {})}
-    environment = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATE.parent),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-    )
-    environment.filters["ms"] = _ms
-    html = environment.get_template(TEMPLATE.name).render(
-        title=f"zerograd sweep {run.get('run_id', directory.name)}",
-        run=run,
-        env=env,
-        first=first_ok,
-        cases=case_rows(directory),
-        targets=targets.evaluate(pooled(rows)),
-        failed=[r for r in rows if r.get("status") != "ok"],
-        results=RESULTS,
-        env_json=json.dumps(env, indent=1, default=str),
+    report = analysis.report(directory)
+    title = f"zerograd sweep {report['run'].get('run_id') or directory.name}"
+    details = {"sweep": report["sweep"], "env": report["env"]}
+    html = (
+        environment()
+        .get_template(TEMPLATE.name)
+        .render(
+            title=title,
+            r=report,
+            charts=render_charts(report),
+            env_json=json.dumps(details, indent=1, default=str),
+        )
     )
     out = directory / "index.html"
     out.write_text(html, encoding="utf-8")
