@@ -14,16 +14,16 @@ PYTHON = "3.11"
 CONSTRAINTS = ("-c", "constraints.txt")  # torch==2.13.0: the CPU wheel on these machines
 
 
-def install_project(session: nox.Session) -> None:
+def install_project(session: nox.Session, extras: str = "bench") -> None:
     # torch first and alone, so the resolver never weighs a newer multi-GB CUDA build
     session.install(*CONSTRAINTS, "torch==2.13.0")
-    session.install(*CONSTRAINTS, "-e", ".[bench]")
+    session.install(*CONSTRAINTS, "-e", f".[{extras}]")
 
 
 @nox.session(python=PYTHON, reuse_venv=True)
 def tests(session: nox.Session) -> None:
     """Run the whole test suite, as CI does."""
-    install_project(session)
+    install_project(session, "bench,dev")  # dev: asv, for tests/test_asv.py
     session.run("python", "-m", "pytest", *(session.posargs or ["-q"]))
 
 

@@ -1,0 +1,236 @@
+"""The report's charts, drawn by matplotlib and returned as inline SVG text.
+
+No pyplot: each chart is its own ``Figure``, so nothing global changes in the process that builds
+the report (the sweep). Text stays text in the SVG (``svg.fonttype: none``), which keeps the page
+small and searchable. Every series has a marker, a line style or a hatch besides its colour, so
+the charts still read when printed in grey.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+from typing import Any
+
+import matplotlib
+from matplotlib.figure import Figure
+
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
+LINESTYLES = ("-", "--", "-.", ":")
+HATCHES = ("", "//", "..", "xx", "\\\\", "++", "oo")
+COLOURS = matplotlib.colormaps["tab10"].colors
+STACKED = ("reset", "forward", "backward", "sync", "update")  # sync: DDP's all-reduce, if any
+RATIO_TICKS = (0.1, 0.2, 0.33, 0.5, 0.67, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 3.0, 5.0, 10.0)
+WIDTH = 10.8  # inches: the page's content column (SVG points are 4/3 px)
+
+
+def style(index: int) -> dict[str, Any]:
+    """Colour, marker and line style of the index-th series: distinct in grey too."""
+    return {
+        "color": COLOURS[index % len(COLOURS)],
+        "marker": MARKERS[index % len(MARKERS)],
+        "linestyle": LINESTYLES[index % len(LINESTYLES)],
+    }
+
+
+def to_svg(fig: Figure, name: str) -> str:
+    """The figure as an <svg> element to inline; ids made unique per chart (one page, many)."""
+    buffer = io.StringIO()
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": f"zerograd-{name}"}):
+        fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
+    svg = buffer.getvalue()
+    svg = svg[svg.index("<svg") :]
+    # matplotlib names clip paths and glyphs by content; prefix them so two charts never share one
+    svg = re.sub(r'id="([^"]+)"', rf'id="{name}-\1"', svg)
+    svg = re.sub(r"url\(#([^)]+)\)", rf"url(#{name}-\1)", svg)
+    svg = re.sub(r'xlink:href="#([^"]+)"', rf'xlink:href="#{name}-\1"', svg)
+    return svg.replace("<svg ", f'<svg role="img" class="chart" data-chart="{name}" ', 1)
+
+
+def _ms(seconds: float | None) -> float:
+    return math.nan if seconds is None else seconds * 1e3
+
+
+def _fit_y(ax, medians: list[float], log_ok: bool) -> bool:
+    """Scale the y axis to the medians, so one wild CI bar on a noisy machine cannot flatten
+    every line (bars reaching beyond are clipped); log scale where medians span > 20x."""
+    values = [m for m in medians if not math.isnan(m) and m > 0]
+    if not values:
+        return False
+    low, high = min(values), max(values)
+    if log_ok and high / low > 20:  # one slow strategy would flatten all the others
+        ax.set_yscale("log")
+        ax.set_ylim(low / 2, high * 2)
+        return True
+    ax.set_ylim(0, high * 1.3)
+    return False
+
+
+def phases(cases: list[dict[str, Any]], k: int, n: int) -> str:
+    """Horizontal stacked bars: the median of each phase per strategy, window median marked."""
+    ok = [c for c in cases if c.get("phases")]
+    names = [c["strategy"] for c in ok]
+    fig = Figure(figsize=(WIDTH, 0.45 * len(ok) + 1.6), layout="constrained")
+    ax = fig.add_subplot()
+    left = [0.0] * len(ok)
+    stacked = [p for p in STACKED if any(c["phases"].get(p) for c in ok)]
+    for i, phase in enumerate(stacked):
+        widths = [_ms(c["phases"].get(phase, {}).get("median_s")) for c in ok]
+        widths = [0.0 if math.isnan(w) else w for w in widths]
+        ax.barh(
+            names,
+            widths,
+            left=left,
+            label=phase,
+            color=COLOURS[i],
+            hatch=HATCHES[i],
+            edgecolor="black",
+            linewidth=0.5,
+        )
+        left = [a + b for a, b in zip(left, widths, strict=True)]
+    window = [_ms(c["phases"]["window"]["median_s"]) for c in ok]
+    ax.plot(window, names, "k|", markersize=16, markeredgewidth=2, label="window (median)")
+    ax.invert_yaxis()
+    ax.set_xlabel("time per window (ms), medians")
+    ax.set_ylabel("strategy")
+    ax.set_title(f"Where a window's time goes, per strategy (K={k}, live tensors={n:,})")
+    fig.legend(loc="outside lower center", fontsize="small", ncols=len(stacked) + 1)
+    ax.grid(axis="x", alpha=0.3)
+    return to_svg(fig, "phases")
+
+
+def memory(cases: list[dict[str, Any]], k: int, n: int) -> str:
+    """Grouped horizontal bars: each memory figure per strategy, in MiB."""
+    ok = [c for c in cases if c.get("memory")]
+    series = [
+        ("memray_peak_bytes", "memray peak heap (tracked windows)"),
+        ("rss_above_setup_bytes", "host peak RSS above setup"),
+        ("cuda_peak_allocated_bytes", "GPU peak allocated"),
+    ]
+
+    def value(c, key):
+        return c["memory"].get(key)
+
+    present = [(key, label) for key, label in series if any(value(c, key) for c in ok)]
+    fig = Figure(figsize=(WIDTH, 0.22 * len(ok) * max(1, len(present)) + 1.6), layout="constrained")
+    ax = fig.add_subplot()
+    height = 0.8 / max(1, len(present))
+    for i, (key, label) in enumerate(present):
+        ys = [j + (i - (len(present) - 1) / 2) * height for j in range(len(ok))]
+        mib = [(value(c, key) or 0) / 2**20 for c in ok]
+        ax.barh(
+            ys,
+            mib,
+            height=height,
+            label=label,
+            color=COLOURS[i + 4],
+            hatch=HATCHES[i + 1],
+            edgecolor="black",
+            linewidth=0.5,
+        )
+    ax.set_yticks(range(len(ok)), [c["strategy"] for c in ok])
+    ax.invert_yaxis()
+    ax.set_xlabel("memory (MiB)")
+    ax.set_ylabel("strategy")
+    ax.set_title(f"Memory per strategy (K={k}, live tensors={n:,})")
+    if present:
+        fig.legend(loc="outside lower center", fontsize="small", ncols=len(present))
+    ax.grid(axis="x", alpha=0.3)
+    return to_svg(fig, "memory")
+
+
+def reset_vs_live(slopes: list[dict[str, Any]], k: int) -> str:
+    """Reset time against unrelated live tensors, one line per strategy, its slope in the legend."""
+    fig = Figure(figsize=(WIDTH, 4.4), layout="constrained")
+    ax = fig.add_subplot()
+    for i, s in enumerate(slopes):
+        xs = [p["live"] for p in s["points"]]
+        ys = [_ms(p["median_s"]) for p in s["points"]]
+        low = [y - _ms(p["ci_low_s"]) for y, p in zip(ys, s["points"], strict=True)]
+        high = [_ms(p["ci_high_s"]) - y for y, p in zip(ys, s["points"], strict=True)]
+        slope = s["per_10k_s"]
+        label = s["strategy"] + (
+            "" if slope is None else f": {slope * 1e3:+.3g} ms per 10k tensors"
+        )
+        ax.errorbar(xs, ys, yerr=[low, high], label=label, capsize=3, linewidth=1.4, **style(i))
+    # linear on purpose: the global search's cost is a straight line in N (djl #2210)
+    _fit_y(ax, [_ms(p["median_s"]) for s in slopes for p in s["points"]], log_ok=False)
+    ax.set_xlabel("unrelated live tensors in the process (count)")
+    ax.set_ylabel("reset time per window (ms, median)")
+    ax.set_title(f"Reset time against live tensors (K={k}); bars: 95% CI of the median")
+    fig.legend(loc="outside lower center", fontsize="small", ncols=min(4, len(slopes)))
+    ax.grid(alpha=0.3)
+    return to_svg(fig, "reset-vs-live")
+
+
+def window_vs_k(cases: list[dict[str, Any]], n: int) -> str:
+    """Window time against accumulation steps K, one line per strategy."""
+    fig = Figure(figsize=(WIDTH, 4.4), layout="constrained")
+    ax = fig.add_subplot()
+    names: list[str] = []
+    for c in cases:
+        if c.get("phases") and c["n"] == n and c["strategy"] not in names:
+            names.append(c["strategy"])
+    ks: set[int] = set()
+    for i, name in enumerate(names):
+        points = sorted(
+            (c["k"], c["phases"]["window"])
+            for c in cases
+            if c["strategy"] == name and c["n"] == n and c.get("phases")
+        )
+        xs = [k for k, _ in points]
+        ks.update(xs)
+        ys = [_ms(w["median_s"]) for _, w in points]
+        low = [y - _ms(w["ci_low_s"]) for y, (_, w) in zip(ys, points, strict=True)]
+        high = [_ms(w["ci_high_s"]) - y for y, (_, w) in zip(ys, points, strict=True)]
+        ax.errorbar(xs, ys, yerr=[low, high], label=name, capsize=3, linewidth=1.4, **style(i))
+    ax.set_xticks(sorted(ks))
+    ax.set_xlabel("micro-batches per window, K (count)")
+    medians = [_ms(c["phases"]["window"]["median_s"]) for c in cases if c.get("phases")]
+    log = _fit_y(ax, medians, log_ok=True)
+    ax.set_ylabel(f"window time (ms, median{', log scale' if log else ''})")
+    ax.set_title(f"Window time against K (live tensors={n:,}); bars: 95% CI of the median")
+    fig.legend(loc="outside lower center", fontsize="small", ncols=min(7, len(names)))
+    ax.grid(alpha=0.3)
+    return to_svg(fig, "window-vs-k")
+
+
+def ratios(lines: list[dict[str, Any]], label_a: str, label_b: str) -> str:
+    """The compare page: window time B / A per case, with the CI, on a log axis."""
+    fig = Figure(figsize=(WIDTH, 0.32 * len(lines) + 1.8), layout="constrained")
+    ax = fig.add_subplot()
+    ys = list(range(len(lines)))
+    significant = [line["significant"] for line in lines]
+    for flag, marker, name in ((True, "D", "significant"), (False, "o", "not significant")):
+        pick = [i for i in ys if significant[i] == flag]
+        if not pick:
+            continue
+        r = [lines[i]["ratio"] for i in pick]
+        ax.errorbar(
+            r,
+            pick,
+            xerr=[
+                [lines[i]["ratio"] - lines[i]["ci_low"] for i in pick],
+                [lines[i]["ci_high"] - lines[i]["ratio"] for i in pick],
+            ],
+            fmt=marker,
+            color="black" if flag else "grey",
+            mfc="black" if flag else "white",
+            capsize=3,
+            label=f"{name} (95% CI excludes 1)" if flag else name,
+        )
+    ax.axvline(1.0, color="black", linewidth=0.8, linestyle="--", label="no change")
+    ax.set_yticks(ys, [line["label"] for line in lines])
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    low, high = ax.get_xlim()
+    ticks = [t for t in RATIO_TICKS if low <= t <= high] or [1.0]
+    ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+    ax.set_xticks([], minor=True)
+    ax.set_xlabel(f"window time ratio, {label_b} / {label_a} (log scale; <1: B faster)")
+    ax.set_ylabel("case")
+    ax.set_title("Window time, run B against run A, per case (bars: 95% bootstrap CI)")
+    fig.legend(loc="outside lower center", fontsize="small", ncols=3)
+    ax.grid(axis="x", alpha=0.3, which="both")
+    return to_svg(fig, "compare-window")

@@ -1,0 +1,150 @@
+"""asv over commits: the config, the suite's fixed strategy list, and a suite asv can import.
+
+asv imports every module under benches/ (DESIGN.md, Layout), so each one is imported here in a
+fresh process that must print nothing and create no file. The asv runs use the current
+environment (``existing``) and ``--dry-run``: in asv 0.6.6 ``--quick`` alone saves its results
+over real ones.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import strategies
+from benches import asv_common
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCHES = sorted(p.stem for p in (ROOT / "benches").glob("*.py"))
+BENCHMARK_PREFIXES = ("time_", "peakmem_", "mem_", "track_", "timeraw_")
+
+
+def load_conf() -> dict:
+    asv_util = pytest.importorskip("asv.util")
+    return asv_util.load_json(str(ROOT / "asv.conf.json"), js_comments=True)
+
+
+def asv_env(tmp_path: Path) -> dict[str, str]:
+    # asv's benchmark process sees only the installed packages; benches/ imports `reports` from
+    # the checkout, which asv.conf.json links into the envs asv builds. Here the existing
+    # environment has this checkout installed editable, so the checkout root is the same code.
+    return {**os.environ, "ASV_PYTHONPATH": str(ROOT), "HOME": str(tmp_path)}
+
+
+def asv(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    pytest.importorskip("asv")
+    pytest.importorskip("asv_runner")  # the existing environment runs asv's benchmark script
+    return subprocess.run(
+        [sys.executable, "-m", "asv", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_conf_installs_each_commit_with_the_bench_extra():
+    conf = load_conf()
+    assert conf["project"] == "zerograd"
+    assert conf["repo"] == "."
+    assert conf["branches"] == ["main"]
+    assert conf["environment_type"] == "virtualenv"
+    assert conf["pythons"] == ["3.11"]
+    assert conf["matrix"]["req"]["torch"] == ["2.13.0"]
+    assert "numpy" in conf["matrix"]["req"]
+    assert conf["benchmark_dir"] == "benches"
+    for key in ("env_dir", "results_dir", "html_dir"):
+        assert conf[key].startswith(".asv/")
+    assert "--no-build-isolation" in " ".join(conf["build_command"])
+    assert any("{wheel_file}[bench]" in c for c in conf["install_command"])
+    assert conf["install_timeout"] >= 1200
+    assert conf["launch_method"] == "spawn"
+
+
+def test_fixed_strategy_list_covers_every_registered_strategy():
+    missing = set(strategies.available()) - set(asv_common.STRATEGIES)
+    assert not missing, f"add {sorted(missing)} to benches/asv_common.py STRATEGIES"
+    assert len(set(asv_common.STRATEGIES)) == len(asv_common.STRATEGIES)
+
+
+# asv collects every module-level function named time_* etc.: one imported from elsewhere, or a
+# helper so named, would become a benchmark (twice, or by accident)
+_IMPORT_PROBE = """
+import importlib, inspect, sys
+module = importlib.import_module("benches." + sys.argv[1])
+odd = [
+    name for name, obj in vars(module).items()
+    if name.startswith(tuple(sys.argv[2].split(",")))
+    and not (inspect.isfunction(obj) and obj.__module__ == module.__name__)
+]
+sys.stdout.write("\\0" + ",".join(odd))
+"""
+
+
+def test_every_benches_module_imports_without_side_effects(tmp_path):
+    assert {"asv_common", "asv_strategies"} <= set(BENCHES)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "ZEROGRAD_ASV_PRESET": "tiny",
+    }
+    before = sorted(p.name for p in (ROOT / "benches").iterdir())
+    procs = {}
+    for name in BENCHES:  # in parallel: each pays for importing torch
+        cwd = tmp_path / name
+        cwd.mkdir()
+        procs[name] = subprocess.Popen(
+            [sys.executable, "-c", _IMPORT_PROBE, name, ",".join(BENCHMARK_PREFIXES)],
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    for name, proc in procs.items():
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, f"benches.{name} failed to import:\n{err}"
+        printed, _, not_benchmarks = out.partition("\0")
+        assert printed == "" and err == "", f"benches.{name} printed at import:\n{printed}{err}"
+        assert not_benchmarks == "", f"benches.{name} has non-benchmark {not_benchmarks}"
+        assert list((tmp_path / name).iterdir()) == [], f"benches.{name} wrote files"
+    assert sorted(p.name for p in (ROOT / "benches").iterdir()) == before
+
+
+def test_asv_check_passes_in_the_current_environment(tmp_path):
+    done = asv("check", "-E", f"existing:{sys.executable}", cwd=ROOT, env=asv_env(tmp_path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "No problems found" in done.stdout
+
+
+def test_asv_dry_run_runs_the_track_suites(tmp_path):
+    """A smoke run of the quick suites; results, machine file and html stay in tmp_path."""
+    conf = load_conf()
+    conf.update(
+        repo=str(ROOT),
+        benchmark_dir=str(ROOT / "benches"),
+        env_dir=str(tmp_path / "env"),
+        results_dir=str(tmp_path / "results"),
+        html_dir=str(tmp_path / "html"),
+    )
+    config = tmp_path / "asv.conf.json"
+    config.write_text(json.dumps(conf))
+    env = asv_env(tmp_path)  # HOME=tmp_path: `asv machine` writes ~/.asv-machine.json
+    machine = asv("machine", "--yes", "--config", str(config), cwd=ROOT, env=env)
+    assert machine.returncode == 0, machine.stdout + machine.stderr
+    done = asv(
+        *("run", "--config", str(config), "-E", f"existing:{sys.executable}"),
+        *("--quick", "--dry-run", "--show-stderr", "-b", "CoreOverhead|ResetVsMemset"),
+        cwd=ROOT,
+        env=env,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "track_core_overhead" in done.stdout and "track_reset_vs_memset" in done.stdout
+    assert "failed" not in done.stdout.lower(), done.stdout
