@@ -13,8 +13,8 @@ ENTRY_POINT_GROUP = "zerograd.strategies"
 
 Factory = Callable[..., Strategy]
 
-# an entry point stays unloaded until its strategy is asked for
-_factories: dict[str, Factory | metadata.EntryPoint] = {}
+_factories: dict[str, Factory] = {}
+_entry_points: dict[str, metadata.EntryPoint] = {}  # unloaded until their strategy is asked for
 _entry_points_loaded = False
 
 
@@ -35,27 +35,26 @@ def _load_entry_points() -> None:
         return
     _entry_points_loaded = True
     for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
-        if ep.name not in _factories:
-            _factories[ep.name] = ep
+        _entry_points.setdefault(ep.name, ep)
 
 
 def available() -> list[str]:
     """Names of every registered strategy, sorted."""
     _load_entry_points()
-    return sorted(_factories)
+    return sorted(set(_factories) | set(_entry_points))
 
 
 def get(name: str, **options: Any) -> Strategy:
     """A new strategy instance; unknown names and options raise ValueError naming valid ones."""
     _load_entry_points()
+    if isinstance(name, str) and name not in _factories and name in _entry_points:
+        _factories[name] = _entry_points[name].load()  # a run-time registration wins
     try:
         factory = _factories[name]
     except (KeyError, TypeError):
         raise ValueError(
             f"unknown strategy {name!r}; valid strategies: {', '.join(available())}"
         ) from None
-    if isinstance(factory, metadata.EntryPoint):
-        factory = _factories[name] = factory.load()
 
     try:
         signature = inspect.signature(factory)

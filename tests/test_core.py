@@ -87,7 +87,14 @@ class Doubling(strategies.Strategy):
         self.calls.append("detach")
 
 
-def test_register_a_subclass_and_a_factory():
+@pytest.fixture
+def scratch_registry(monkeypatch):
+    """Registrations made by a test vanish after it: later tests see the real registry."""
+    monkeypatch.setattr(registry, "_factories", dict(registry._factories))
+    monkeypatch.setattr(registry, "_entry_points", dict(registry._entry_points))
+
+
+def test_register_a_subclass_and_a_factory(scratch_registry):
     strategies.register("test-subclass", Doubling)
     strategies.register("test-factory", lambda **options: Doubling(**options))
     assert {"test-subclass", "test-factory"} <= set(strategies.available())
@@ -103,7 +110,7 @@ def test_register_a_subclass_and_a_factory():
     assert strategy.calls == ["attach", "reset", "finish", "reset", "finish", "detach"]
 
 
-def test_register_rejects_bad_names():
+def test_register_rejects_bad_names(scratch_registry):
     with pytest.raises(ValueError):
         strategies.register("", Doubling)
     with pytest.raises(ValueError):
@@ -112,7 +119,7 @@ def test_register_rejects_bad_names():
         strategies.register("ok", 42)
 
 
-def test_entry_point_group_is_discovered(tmp_path, monkeypatch):
+def test_entry_point_group_is_discovered(tmp_path, monkeypatch, scratch_registry):
     (tmp_path / "zg_ep_plugin.py").write_text(
         textwrap.dedent(
             """
@@ -131,7 +138,6 @@ def test_entry_point_group_is_discovered(tmp_path, monkeypatch):
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(registry, "_entry_points_loaded", False)
-    monkeypatch.setattr(registry, "_factories", dict(registry._factories))
     assert "from-entry-point" in strategies.available()
     assert "zg_ep_plugin" not in sys.modules  # loaded only when asked for
     strategy = strategies.get("from-entry-point")
