@@ -17,5 +17,5 @@ class BlockStrategy(Strategy):
 
     def reset(self, collector) -> None:
         for p in collector.params:
-            if p.grad is not None:
-                p.grad.zero_()
+            if (grad := p.grad) is not None:
+                grad.zero_()

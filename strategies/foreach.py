@@ -17,6 +17,6 @@ class ForeachStrategy(Strategy):
     name = "foreach"
 
     def reset(self, collector) -> None:
-        grads = [p.grad for p in collector.params if p.grad is not None]
+        grads = [g for p in collector.params if (g := p.grad) is not None]
         if grads:
             torch._foreach_zero_(grads)
