@@ -32,6 +32,9 @@ from reports.rows import PHASES
 BASELINE = "baseline"
 GRAD_TOLERANCE = {"float32": 1e-5, "bfloat16": 1e-2}  # max relative difference allowed
 MEMRAY_WINDOWS = 3
+# native/baseline pairs for the core's overhead: windows differ by ~5% on a 2-core machine, and
+# a 95% CI of +-2% on their ratio takes about 30 pairs
+OVERHEAD_PAIRS = 30
 
 
 @dataclasses.dataclass
@@ -287,7 +290,8 @@ def run_case(spec: CaseSpec) -> dict[str, Any] | None:
     baseline_windows: list[float] = []
     footprint: list[int] = []  # memory after each window: a leak shows as a slope
     allreduce_calls: list[int] = []
-    for i in range(spec.repeat):
+    windows = max(spec.repeat, OVERHEAD_PAIRS) if interleave else spec.repeat
+    for i in range(windows):
         batches, tokens = data[i % 2]
         if interleave and i % 2:  # ABBA order: drift hits both alike
             baseline_windows.append(runner.window(batches, tokens, plain=True)["window"])

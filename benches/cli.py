@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from benches import envinfo, results
-from benches.case import BASELINE, CaseSpec
+from benches.case import BASELINE, OVERHEAD_PAIRS, CaseSpec
 from benches.workload import PRESETS
 
 DEFAULT_RUNS = envinfo.ROOT / "reports" / "runs"
@@ -179,7 +179,9 @@ def resolve(args: argparse.Namespace) -> Sweep:
     else:
         per = SECONDS_PER_MICRO_BATCH[device][preset]
         # room for setup, the reference, warm-up, interleaved windows and the memray pass
-        timeout = (120 + per * max(accumulate) * (2 * repeat + warmup + 8)) * world_size
+        timeout = (
+            120 + per * max(accumulate) * (2 * max(repeat, OVERHEAD_PAIRS) + warmup + 8)
+        ) * world_size
     if args.resume and not args.out and not (DEFAULT_RUNS / "latest").exists():
         raise UsageError("--resume needs --out DIR (no reports/runs/latest to resume)")
     if args.out:

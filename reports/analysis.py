@@ -318,6 +318,8 @@ def case_table(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "memray_peak_bytes": med("memray_peak_bytes"),
                 "memray_allocations": med("memray_allocations"),
             }
+            calls = [r["allreduce_per_window"] for r in rows if r.get("allreduce_per_window")]
+            line["allreduce_per_window"] = _median(calls) if calls else None
             checks = [r["grad_check"] for r in rows if r.get("grad_check")]
             if checks:
                 line["grad_check"] = {
@@ -393,6 +395,9 @@ def report(directory: str | Path) -> dict[str, Any]:
         "has_gpu_memory": any(
             (r.get("memory") or {}).get("cuda_peak_allocated_bytes") is not None for r in ok_rows
         ),
+        # DDP runs: the sync phase (all-reduce the last backward did not hide) and its calls
+        "world_size": max((r.get("world_size") or 1 for r in rows), default=1),
+        "has_sync": any("sync" in (r.get("phases") or {}) for r in ok_rows),
         "run": run,
         "sweep": sweep,
         "env": env,

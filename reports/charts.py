@@ -20,7 +20,7 @@ MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
 LINESTYLES = ("-", "--", "-.", ":")
 HATCHES = ("", "//", "..", "xx", "\\\\", "++", "oo")
 COLOURS = matplotlib.colormaps["tab10"].colors
-STACKED = ("reset", "forward", "backward", "sync", "update")  # sync: DDP's all-reduce, if any
+STACKED = ("reset", "forward", "backward", "update")  # DDP's sync is inside backward: not stacked
 RATIO_TICKS = (0.1, 0.2, 0.33, 0.5, 0.67, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 3.0, 5.0, 10.0)
 WIDTH = 10.8  # inches: the page's content column (SVG points are 4/3 px)
 
