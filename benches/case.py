@@ -364,10 +364,10 @@ def _slowest_rank(samples, check, memory, world: int):
     }
     worst = max((g[1] for g in gathered), key=lambda c: c["max_rel_diff"])
     worst = {**worst, "ok": all(g[1]["ok"] for g in gathered)}
-    peak = {
-        key: max((g[2].get(key) or 0) for g in gathered)
-        for key in ("peak_rss_bytes", "cuda_peak_allocated_bytes", "cuda_peak_reserved_bytes")
-    }
+    peak = {}
+    for key in ("peak_rss_bytes", "cuda_peak_allocated_bytes", "cuda_peak_reserved_bytes"):
+        values = [g[2][key] for g in gathered if g[2].get(key) is not None]
+        peak[key] = max(values) if values else None  # None stays None: no GPU, no GPU peak
     return merged, worst, {**memory, **peak, "over_ranks": "max"}
 
 
