@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from rich.console import Console
@@ -19,7 +20,8 @@ def _ms(seconds: float | None) -> str:
 
 
 def print_summary(directory: Path, console: Console | None = None) -> None:
-    console = console or Console()
+    # rich truncates numbers at 80 columns when output goes to a pipe or a CI log: use 140
+    console = console or Console(width=None if sys.stdout.isatty() else 140)
     table = Table(title=f"window time per case ({directory.name})", title_justify="left")
     lines = case_rows(directory)
     distributed = any("sync" in line.get("phases", {}) for line in lines)
