@@ -47,10 +47,6 @@ def measure(total: int, count: int, repeat: int, device: str) -> dict[str, dict[
     names = [n for n in strategies.available() if n != "global"] + ["global"]
     tensors = make_tensors(total, count, device)
     memset = torch.ones(sum(t.numel() for t in tensors), device=device)
-    collectors = {}
-    for name in names:
-        collectors[name] = strategies.GradientCollector(tensors, strategy=name)
-        collectors[name].close()  # re-opened per round below: one strategy attached at a time
     samples: dict[str, dict[str, list[float]]] = {n: {"reset": [], "finish": []} for n in names}
     samples["memset"] = {"reset": [], "finish": []}
     for round_ in range(repeat):

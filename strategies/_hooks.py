@@ -9,6 +9,7 @@ The node is weakly held by its tensor, so the caller keeps the returned node ali
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -19,6 +20,13 @@ def grad_accumulator(param: torch.Tensor) -> torch.autograd.graph.Node:
     """The AccumulateGrad node of a leaf tensor that requires grad."""
     with torch.enable_grad():
         return param.view_as(param).grad_fn.next_functions[0][0]
+
+
+def register_prehook(param: torch.Tensor, hook: PreHook) -> tuple[torch.autograd.graph.Node, Any]:
+    """Register ``hook`` on ``param``'s AccumulateGrad node: (node, handle), both kept by the
+    caller (the node is weakly held by its tensor; ``handle.remove()`` takes the hook off)."""
+    node = grad_accumulator(param)
+    return node, node.register_prehook(hook)
 
 
 def write_into_grad(param: torch.Tensor, grad: torch.Tensor | None) -> bool:

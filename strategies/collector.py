@@ -147,8 +147,7 @@ class GradientCollector:
         def write(grads: tuple[torch.Tensor | None, ...]) -> tuple[None] | None:
             return (None,) if _hooks.write_into_grad(param, grads[0]) else None
 
-        node = _hooks.grad_accumulator(param)
-        return node, node.register_prehook(write)
+        return _hooks.register_prehook(param, write)
 
     # -- the window -------------------------------------------------------------------------
     def __enter__(self) -> GradientCollector:

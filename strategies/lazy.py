@@ -28,8 +28,7 @@ class LazyStrategy(Strategy):
         for i, p in enumerate(collector.params):
             if p.grad is None:  # persistent storage from the start, not stolen per window
                 p.grad = torch.zeros_like(p)
-            node = _hooks.grad_accumulator(p)
-            self._hooks.append((node, node.register_prehook(self._first_writes(i, p))))
+            self._hooks.append(_hooks.register_prehook(p, self._first_writes(i, p)))
 
     def _first_writes(self, i: int, param: torch.Tensor):
         seen = self._seen
@@ -39,8 +38,7 @@ class LazyStrategy(Strategy):
                 return None  # later gradients of the window add as usual
             seen[i] = self._window
             self._fresh += 1
-            if grads[0] is None:  # already written (grad_req "write")
-                return None
+            # grads[0] is None when grad_req "write" already wrote it: nothing left to do
             return (None,) if _hooks.write_into_grad(param, grads[0]) else None
 
         return hook
