@@ -118,8 +118,11 @@ class Runner:
             strategies.GradientCollector(target, strategy=strategy) if strategy else None
         )
 
-    def window(self, batches, tokens: float, plain: bool = False) -> dict[str, float]:
-        """One timed window; ``plain`` runs the baseline loop on the same model instead."""
+    def window(
+        self, batches, tokens: float, plain: bool = False, update: bool = True
+    ) -> dict[str, float]:
+        """One timed window; ``plain`` runs the baseline loop on the same model instead, and
+        ``update=False`` leaves the window's gradients without stepping."""
         clock, loss_of = self.clock, self.workload.loss
         collector = None if plain else self.collector
         forward, backwards = 0.0, []
@@ -146,9 +149,9 @@ class Runner:
         if collector is not None:
             collector.__exit__(None, None, None)
         t3 = clock()
-        if collector is None:
+        if update and collector is None:
             self.optimizer.step()
-        else:
+        elif update:
             collector.step(self.optimizer)
         t4 = clock()
         timing = {
@@ -172,14 +175,7 @@ class Runner:
 
     def first_window_grads(self, batches, tokens: float) -> dict[str, torch.Tensor | None]:
         """Run one window without its update; the gradients it leaves."""
-        if self.collector is None:
-            self.model.zero_grad(set_to_none=True)
-            for batch in self._plain_micro_batches(batches):
-                self.workload.loss(batch, tokens).backward()
-        else:
-            with self.collector:
-                for batch in self.collector.micro_batches(batches):
-                    self.collector.backward(self.workload.loss(batch, tokens))
+        self.window(batches, tokens, update=False)
         return {n: p.grad for n, p in self.model.named_parameters()}
 
 

@@ -14,6 +14,7 @@ import torch
 import torch.distributed as dist
 
 import strategies
+from benches.case import AllReduceCounter, grad_check, reference_grads
 from benches.workload import Workload
 
 K = 3
@@ -24,41 +25,26 @@ def rank_batches(workload: Workload, rank: int, world: int, window: int = 0):
     return workload.batches(window * world + rank)
 
 
-def global_reference(workload: Workload, world: int, window: int, local_rank: int | None = None):
+def global_reference(workload: Workload, world: int, window: int, per_rank_tokens=False):
     """The gradient of the whole global batch (every rank's micro-batches), in one process.
 
-    With ``local_rank``: the pitfall instead, what DDP averages when each rank divides by its
-    own token count.
+    With ``per_rank_tokens``: the pitfall instead, what DDP averages when each rank divides by
+    its own token count.
     """
-    if local_rank is not None:
-        total = [torch.zeros_like(p) for p in workload.model.parameters()]
-        for r in range(world):
-            mine = rank_batches(workload, r, world, window)
-            for t, g in zip(
-                total, _grads(workload, mine, workload.window_tokens(mine)), strict=True
-            ):
-                t += g / world
-        return total
-    every = [b for r in range(world) for b in rank_batches(workload, r, world, window)]
-    return _grads(workload, every, workload.window_tokens(every))
-
-
-def _grads(workload: Workload, batches, tokens):
-    params = list(workload.model.parameters())
-    total = [torch.zeros_like(p) for p in params]
-    for batch in batches:
-        for t, g in zip(
-            total, torch.autograd.grad(workload.loss(batch, tokens), params), strict=True
-        ):
-            t += g
+    if not per_rank_tokens:
+        every = [b for r in range(world) for b in rank_batches(workload, r, world, window)]
+        return reference_grads(workload, every, workload.window_tokens(every))
+    total: dict[str, torch.Tensor] = {}
+    for r in range(world):
+        mine = rank_batches(workload, r, world, window)
+        for name, g in reference_grads(workload, mine, workload.window_tokens(mine)).items():
+            total[name] = total.get(name, 0) + g / world
     return total
 
 
-def max_rel_diff(got, expected) -> float:
-    return max(
-        (g - e).abs().max().item() / max(e.abs().max().item(), 1e-30)
-        for g, e in zip(got, expected, strict=True)
-    )
+def max_rel_diff(workload: Workload, expected: dict[str, torch.Tensor]) -> float:
+    got = {n: p.grad for n, p in workload.model.named_parameters()}
+    return grad_check(got, expected, tolerance=0.0)["max_rel_diff"]
 
 
 def run(rank: int, world: int, port: int, out: str, names: list[str]) -> None:
@@ -81,14 +67,7 @@ def check(rank: int, world: int, name: str, bucket_view: bool) -> dict:
     workload = Workload(preset="tiny", accumulate=K, dropout=0.0, device="cpu", seed=0)
     expected = [global_reference(workload, world, w) for w in range(2)]
     model = workload.distribute(gradient_as_bucket_view=bucket_view)
-    calls = []
-
-    def counting_hook(state, bucket):
-        calls.append(1)
-        work = dist.all_reduce(bucket.buffer().div_(world), async_op=True)
-        return work.get_future().then(lambda fut: fut.value()[0])
-
-    model.register_comm_hook(None, counting_hook)
+    allreduce = AllReduceCounter(model)
     try:
         collector = strategies.GradientCollector(model, strategy=name)
     except ValueError as err:
@@ -100,13 +79,12 @@ def check(rank: int, world: int, name: str, bucket_view: bool) -> dict:
             tokens = workload.distributed_window_tokens(batches)
             with collector:
                 for batch in collector.micro_batches(batches):
-                    before = len(calls)
+                    before = allreduce.calls
                     collector.backward(workload.loss(batch, tokens))
-                    per_micro.append(len(calls) - before)
-            grads = [p.grad for p in workload.model.parameters()]
-            diffs.append(max_rel_diff(grads, expected[window]))
+                    per_micro.append(allreduce.calls - before)
+            diffs.append(max_rel_diff(workload, expected[window]))
         collector.close()
-        pitfall = max_rel_diff(grads, global_reference(workload, world, 1, local_rank=rank))
+        pitfall = max_rel_diff(workload, global_reference(workload, world, 1, per_rank_tokens=True))
         return {
             **case,
             "max_rel_diff": max(diffs),
