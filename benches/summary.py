@@ -8,9 +8,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from reports import targets
+from reports import analysis, targets
 from reports.rows import pooled, read
-from reports.summary import case_rows
 
 NOISY_PRESSURE = 20.0  # % of time a runnable task waited for a CPU (Linux PSI, avg10)
 
@@ -23,7 +22,9 @@ def print_summary(directory: Path, console: Console | None = None) -> None:
     # rich truncates numbers at 80 columns when output goes to a pipe or a CI log: use 140
     console = console or Console(width=None if sys.stdout.isatty() else 140)
     table = Table(title=f"window time per case ({directory.name})", title_justify="left")
-    lines = case_rows(directory)
+    rows = read(directory)
+    cases = pooled(rows)
+    lines = analysis.case_table(list(cases.values()))
     distributed = any("sync" in line.get("phases", {}) for line in lines)
     columns = ["strategy", "K", "live", "window ms", "95% CI", "vs baseline", "reset ms"]
     columns += ["sync ms"] * distributed + ["grad diff", "status"]
@@ -39,19 +40,18 @@ def print_summary(directory: Path, console: Console | None = None) -> None:
         check = line.get("grad_check") or {}
         table.add_row(
             line["strategy"],
-            str(line["accumulate"]),
-            f"{line['live_tensors']:,}",
+            str(line["k"]),
+            f"{line['n']:,}",
             _ms(window.get("median_s")),
             f"{_ms(window.get('ci_low_s'))}-{_ms(window.get('ci_high_s'))}" if window else "-",
             ratio_text,
             _ms(line.get("phases", {}).get("reset", {}).get("median_s")),
             *[_ms(line.get("phases", {}).get("sync", {}).get("median_s"))] * distributed,
             f"{check['max_rel_diff']:.1e}" if check else "-",
-            line["status"] if line["status"] == "ok" else f"[red]{line['status']}[/red]",
+            "ok" if line["ok"] else "[red]failed[/red]",
         )
     console.print(table)
     console.print("* the 95% bootstrap CI of the ratio excludes 1: a significant difference")
-    rows = read(directory)
     noisy = [
         r["case_id"]
         for r in rows
@@ -64,6 +64,6 @@ def print_summary(directory: Path, console: Console | None = None) -> None:
             f"held the CPU (pressure above {NOISY_PRESSURE:g}%): their times are suspect; "
             "rerun on a quiet machine or with --threads 1"
         )
-    for target in targets.evaluate(pooled(rows)):
+    for target in targets.evaluate(cases):
         mark = "[green]PASS[/green]" if target["ok"] else "[red]FAIL[/red]"
         console.print(f"{mark} {target['target']}: {target['value']} (target {target['limit']})")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -115,7 +116,7 @@ def memory_values(entry: dict[str, Any], key: str) -> list[float]:
 
 
 def _median(values: list[float]) -> float | None:
-    return stats.summarize(values)["median_s"] if values else None
+    return statistics.median(values) if values else None
 
 
 # -- the answer -----------------------------------------------------------------------------------
@@ -383,7 +384,8 @@ def report(directory: str | Path) -> dict[str, Any]:
     directory = Path(directory)
     rows = read(directory)
     run = _run_info(directory)
-    entries = list(pooled(rows).values())
+    cases = pooled(rows)
+    entries = list(cases.values())
     ok_rows = [r for r in rows if r.get("status") == "ok"]
     first = ok_rows[0] if ok_rows else (rows[0] if rows else {})
     env = {**(run.get("env") or {}), **(first.get("env") or {})}
@@ -411,12 +413,11 @@ def report(directory: str | Path) -> dict[str, Any]:
         "cases": case_table(entries),
         "overheads": overheads(entries),
         "overhead_limit": (targets.OVERHEAD_MAX, targets.OVERHEAD_CI_MAX),
-        "targets": targets.evaluate(pooled(rows)),
+        "targets": targets.evaluate(cases),
         "failed": [r for r in rows if r.get("status") != "ok"],
         "flamegraphs": flamegraphs(directory, entries),
         "pytest_benchmark": _pytest_benchmark(directory),
         "results": RESULTS,
-        "entries": entries,
     }
     if chosen:
         k, n = chosen
