@@ -35,15 +35,64 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "format", "--check", ".")
 
 
+def _take_value(args: list[str], i: int, flag: str, what: str, meta: str) -> tuple[str, int]:
+    """The value of `flag` at args[i] (`FLAG VALUE` or `FLAG=VALUE`) and the next index."""
+    arg = args[i]
+    if arg.startswith(flag + "="):
+        value, nxt = arg.split("=", 1)[1], i + 1
+    elif i + 1 < len(args) and not args[i + 1].startswith("--"):
+        value, nxt = args[i + 1], i + 2
+    else:
+        value, nxt = "", i + 1
+    if not value:
+        raise ValueError(f"{flag} needs {what}: {flag} {meta}")
+    return value, nxt
+
+
+def bench_args(
+    posargs, stamp: str, runs_dir: str = os.path.join("reports", "runs")
+) -> tuple[list[str], str, str | None]:
+    """`nox -s bench -- ARGS` -> (the sweep's args, its --out directory, --preset or None).
+
+    `--out DIR` / `--out=DIR` and `--preset X` / `--preset=X` may come anywhere. Without --out,
+    a fresh RUNS_DIR/STAMP, except with --resume, which resumes RUNS_DIR/latest (resolved).
+    Raises ValueError with a one-line message for a missing value or nothing to resume.
+    """
+    args = list(posargs)
+    rest: list[str] = []
+    out = preset = None
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--out" or arg.startswith("--out="):
+            out, i = _take_value(args, i, "--out", "a directory", "DIR")
+            continue
+        if arg == "--preset" or arg.startswith("--preset="):
+            preset, i = _take_value(args, i, "--preset", "a preset name", "NAME")
+            rest += ["--preset", preset]
+            continue
+        rest.append(arg)
+        i += 1
+    if out is None:
+        if "--resume" in rest:
+            latest = os.path.join(runs_dir, "latest")
+            if not os.path.exists(latest):
+                raise ValueError(f"--resume needs --out DIR (no {latest} to resume)")
+            out = os.path.realpath(latest)
+        else:
+            out = os.path.join(runs_dir, stamp)
+    return [*rest, "--out", out], out, preset
+
+
 @nox.session(python=PYTHON, reuse_venv=True, default=False)
 def bench(session: nox.Session) -> None:
     """The main job: pytest-benchmark suites, then the sweep with memray; prints the report."""
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    try:
+        args, out, preset = bench_args(session.posargs, stamp)
+    except ValueError as err:
+        session.error(str(err))
     install_project(session)
-    args = list(session.posargs)
-    if "--out" not in args and not any(a.startswith("--out=") for a in args):
-        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-        args += ["--out", os.path.join("reports", "runs", stamp)]
-    out = args[args.index("--out") + 1] if "--out" in args else args[-1].split("=", 1)[1]
     os.makedirs(out, exist_ok=True)
     session.run(
         "python",
@@ -56,6 +105,7 @@ def bench(session: nox.Session) -> None:
         f"--benchmark-json={out}/pytest-benchmark.json",
         "-p",
         "no:cacheprovider",
+        env={"ZEROGRAD_BENCH_PRESET": preset} if preset else None,
     )
     session.run("python", "-m", "benches", "run", "--memray", *args)
 

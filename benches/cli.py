@@ -17,12 +17,16 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from benches import envinfo, results
-from benches.case import BASELINE, OVERHEAD_PAIRS, CaseSpec
+from benches import envinfo, gradients, memory, results
+from benches.spec import OPTION, SWEEP_IDENTITY, CaseSpec, identity_of
 from benches.workload import PRESETS
 
 DEFAULT_RUNS = envinfo.ROOT / "reports" / "runs"
 DEVICES = ("auto", "cpu", "cuda")
+BASELINE_GONE = "baseline"
+DEFAULT_REPEAT = 8  # pairs: with the control processes, the default sweep fits 15 min on 2 cores
+DEFAULT_MIN_EFFECT = 0.02
+CONTROL_PROCESSES = 3  # processes of the control strategy per (K, N) when --rounds is 1
 # seconds per micro-batch forward+backward to budget for, by device: the timeout scales with it
 SECONDS_PER_MICRO_BATCH = {
     "cpu": {"tiny": 0.5, "small": 3.0, "base": 30.0, "big": 100.0},
@@ -51,12 +55,38 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--device", default="auto", help="auto|cpu|cuda (default: auto)")
     run.add_argument("--accumulate", default="1,4", help="K[,K...] micro-batches per window")
     run.add_argument("--live-tensors", default="0,100000", help="N[,N...] unrelated live tensors")
-    run.add_argument("--repeat", default="10", help="measured windows per case (default 10)")
-    run.add_argument("--warmup", default="2", help="unmeasured windows first (default 2)")
-    run.add_argument("--rounds", default="1", help="repeat the whole set in fresh processes")
+    run.add_argument(
+        "--repeat",
+        default=str(DEFAULT_REPEAT),
+        help=f"measured pairs (strategy window + plain-loop window) per case "
+        f"(default {DEFAULT_REPEAT})",
+    )
+    run.add_argument("--warmup", default="1", help="unmeasured pairs first (default 1)")
+    run.add_argument(
+        "--rounds", default="1", help="run every case in R fresh processes (default 1)"
+    )
+    run.add_argument(
+        "--control",
+        help="strategy run in extra processes to measure the noise between processes "
+        "(default: native if swept, else the first; 'none': no extra processes, so no "
+        "lower/higher verdict on time unless --rounds >= 2)",
+    )
+    run.add_argument(
+        "--min-effect",
+        default=str(DEFAULT_MIN_EFFECT),
+        help="smallest difference that matters, a fraction (default 0.02): inside it is "
+        "'same', beyond it and the noise floor 'lower'/'higher'",
+    )
     run.add_argument("--threads", help="torch threads (default: the machine's cores)")
     run.add_argument("--timeout", help="seconds per case (default: scaled with the preset)")
-    run.add_argument("--memray", action="store_true", help="a second pass under memray.Tracker")
+    run.add_argument(
+        "--memray", action="store_true", help="memray's flamegraph of each case's memory pass"
+    )
+    run.add_argument(
+        "--keep-captures",
+        action="store_true",
+        help="keep memray's capture files (by default only flamegraphs are kept)",
+    )
     run.add_argument(
         "--plugin",
         action="append",
@@ -120,6 +150,10 @@ class Sweep:
     out: Path
     seed: int
     world_size: int = 1
+    dtype: str = "float32"
+    min_effect: float = 0.02
+    keep_captures: bool = False
+    control: str = "none"
 
 
 def resolve(args: argparse.Namespace) -> Sweep:
@@ -150,11 +184,16 @@ def resolve(args: argparse.Namespace) -> Sweep:
     else:
         names = [n.strip() for n in args.strategies.split(",")]
         for name in names:
-            if name not in known and name != BASELINE:
+            if name == BASELINE_GONE:
+                raise UsageError(
+                    "strategy 'baseline' is gone: every case now runs the plain loop beside its "
+                    f"strategy (overhead); valid strategies: all, {', '.join(known)}"
+                )
+            if name not in known:
                 raise UsageError(
                     f"unknown strategy {name!r}; valid strategies: all, {', '.join(known)}"
                 )
-    names = list(dict.fromkeys(n for n in names if n != BASELINE))
+    names = list(dict.fromkeys(names))
 
     accumulate = int_list("--accumulate", args.accumulate, 1)
     live = int_list("--live-tensors", args.live_tensors, 0)
@@ -164,6 +203,10 @@ def resolve(args: argparse.Namespace) -> Sweep:
     threads = int_value("--threads", args.threads, 1) if args.threads else os.cpu_count() or 1
     seed = int_value("--seed", args.seed, 0)
     world_size = int_value("--world-size", args.world_size, 1)
+    min_effect = fraction("--min-effect", args.min_effect)
+    control = args.control if args.control is not None else control_strategy(names)
+    if control != "none" and control not in names:
+        raise UsageError(f"--control {control!r} is not swept; valid: none, {', '.join(names)}")
     if world_size > 1 and device == "cuda" and world_size > torch.cuda.device_count():
         raise UsageError(
             f"--world-size {world_size} needs {world_size} GPUs; "
@@ -178,10 +221,9 @@ def resolve(args: argparse.Namespace) -> Sweep:
             raise UsageError(f"--timeout {args.timeout!r} must be > 0 seconds")
     else:
         per = SECONDS_PER_MICRO_BATCH[device][preset]
-        # room for setup, the reference, warm-up, interleaved windows and the memray pass
-        timeout = (
-            120 + per * max(accumulate) * (2 * max(repeat, OVERHEAD_PAIRS) + warmup + 8)
-        ) * world_size
+        # room for setup, the gradient check (reference + window), the pairs, the memory pass
+        windows = 2 * (repeat + warmup) + 3 * gradients.CHECK_WINDOWS + 2 * memory.MEMORY_WINDOWS
+        timeout = (120 + per * max(accumulate) * windows) * world_size
     if args.resume and not args.out and not (DEFAULT_RUNS / "latest").exists():
         raise UsageError("--resume needs --out DIR (no reports/runs/latest to resume)")
     if args.out:
@@ -192,7 +234,7 @@ def resolve(args: argparse.Namespace) -> Sweep:
         out = DEFAULT_RUNS / datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     if args.resume and not (out / results.RESULTS).exists():
         raise UsageError(f"--resume: {str(out)!r} holds no {results.RESULTS} to resume")
-    return Sweep(
+    sweep = Sweep(
         strategies=names,
         preset=preset,
         device=device,
@@ -209,35 +251,98 @@ def resolve(args: argparse.Namespace) -> Sweep:
         out=out,
         seed=seed,
         world_size=world_size,
+        min_effect=min_effect,
+        keep_captures=args.keep_captures,
+        control=control,
     )
+    if args.resume:
+        same_settings(sweep)
+    return sweep
+
+
+def fraction(option: str, text: str) -> float:
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise UsageError(
+            f"{option} {text!r} is not a number; valid: a fraction like 0.02"
+        ) from None
+    if not 0 <= value < 1:
+        raise UsageError(f"{option} {text!r} is out of range; valid: a fraction in [0, 1)")
+    return value
+
+
+def case_settings(sweep: Sweep) -> dict[str, Any]:
+    """The sweep's settings that are part of every case's identity."""
+    return {
+        name: max(1, sweep.threads // sweep.world_size)
+        if name == "threads"
+        else getattr(sweep, name)
+        for name in SWEEP_IDENTITY
+    }
+
+
+def same_settings(sweep: Sweep) -> None:
+    """--resume with other settings than the run's would mix cases: a usage error naming one."""
+    run_file = sweep.out / "run.json"
+    try:
+        recorded = json.loads(run_file.read_text()).get("case_settings") or {}
+    except (OSError, ValueError):
+        return
+    mine = case_settings(sweep)
+    for name in SWEEP_IDENTITY:
+        if name in recorded and recorded[name] != mine[name]:
+            raise UsageError(
+                f"--resume: {OPTION[name]} {mine[name]} differs from the run's {recorded[name]} "
+                f"in {str(sweep.out)!r}; resume with the same settings, or use a new --out"
+            )
+    recorded_sweep = json.loads(run_file.read_text()).get("sweep") or {}
+    if recorded_sweep.get("min_effect", sweep.min_effect) != sweep.min_effect:
+        raise UsageError(
+            f"--resume: --min-effect {sweep.min_effect} differs from the run's "
+            f"{recorded_sweep['min_effect']}; resume with the same settings"
+        )
 
 
 # -- the cases ------------------------------------------------------------------------------------
+def control_strategy(names: list[str]) -> str:
+    """The strategy run in a second process when every case has one: PyTorch's own if swept."""
+    return "native" if "native" in names else names[0]
+
+
 def cases(sweep: Sweep, run_id: str, git: dict[str, Any]) -> list[CaseSpec]:
-    """Every (strategy, K, N, round), the order rotating from group to group and round to round."""
-    names = [BASELINE, *sweep.strategies]
+    """Every (strategy, K, N, round), the order rotating from group to group and round to round.
+
+    With one round, the control strategy runs in ``CONTROL_PROCESSES`` processes at every (K, N)
+    (rounds 1, 2, ... marked ``control``): the spread between its processes is the
+    between-process noise, measured at every (K, N) of every sweep.
+    """
     groups = [(k, n) for k in sweep.accumulate for n in sweep.live_tensors]
+    control = sweep.control
+    settings = case_settings(sweep)
     out = []
     for round_ in range(sweep.rounds):
         for g, (k, n) in enumerate(groups):
+            names = [(name, round_, False) for name in sweep.strategies]
+            if (
+                sweep.rounds == 1 and control != "none"
+            ):  # the control's extra processes, spread through the group
+                for extra in range(1, CONTROL_PROCESSES):
+                    names.insert(extra * len(names) // CONTROL_PROCESSES, (control, extra, True))
             shift = (g + round_) % len(names)
-            for name in names[shift:] + names[:shift]:
+            for name, r, is_control in names[shift:] + names[:shift]:
                 out.append(
                     CaseSpec(
                         strategy=name,
-                        preset=sweep.preset,
-                        device=sweep.device,
                         accumulate=k,
                         live_tensors=n,
-                        world_size=sweep.world_size,
-                        repeat=sweep.repeat,
-                        warmup=sweep.warmup,
-                        threads=max(1, sweep.threads // sweep.world_size),
-                        seed=sweep.seed,
+                        **settings,
                         memray=sweep.memray,
+                        keep_captures=sweep.keep_captures,
                         plugins=sweep.plugins,
                         run_id=run_id,
-                        round=round_,
+                        round=r,
+                        control=is_control,
                         out_dir=str(sweep.out),
                         git=git,
                     )
@@ -331,11 +436,9 @@ def start_run(sweep: Sweep) -> tuple[str, set[tuple]]:
     if sweep.resume and run_file.exists():
         run_id = json.loads(run_file.read_text())["run_id"]
         done = {
-            (r["strategy"], r["accumulate"], r["live_tensors"], r.get("round", 0))
+            (identity_of(r), r.get("round", 0))
             for r in results.read(sweep.out)
             if r.get("status") == "ok"
-            and r.get("preset") == sweep.preset
-            and r.get("device") == sweep.device
         }
     else:
         run_id = uuid.uuid4().hex[:12]
@@ -348,6 +451,7 @@ def start_run(sweep: Sweep) -> tuple[str, set[tuple]]:
                         k: str(v) if isinstance(v, Path) else v
                         for k, v in dataclasses.asdict(sweep).items()
                     },
+                    "case_settings": case_settings(sweep),
                     "env": {**envinfo.environment(sweep.device), **envinfo.git_state()},
                 },
                 indent=1,
@@ -377,7 +481,7 @@ def sweep_main(sweep: Sweep) -> int:
     todo = [
         c
         for c in cases(sweep, run_id, envinfo.git_state())
-        if (c.strategy, c.accumulate, c.live_tensors, c.round) not in done
+        if (identity_of(dataclasses.asdict(c)), c.round) not in done
     ]
     console = Console(stderr=True)
     console.print(
@@ -422,7 +526,10 @@ def finish(sweep: Sweep, console, failed: int, interrupted: bool) -> int:
         report = build(sweep.out)
     except Exception as err:  # the rows are safe; say why the page is missing
         console.print(f"[red]report not written[/red]: {type(err).__name__}: {err}")
-    summary.print_summary(sweep.out)
+    try:
+        summary.print_summary(sweep.out)
+    except Exception as err:
+        console.print(f"[red]summary not printed[/red]: {type(err).__name__}: {err}")
     print(f"results: {sweep.out / results.RESULTS}")
     if report is not None:
         print(f"report:  {report}")
@@ -441,7 +548,12 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as err:
         print(f"python -m benches: error: {err}", file=sys.stderr)
         return 2
+    from reports.rows import SchemaError
+
     try:
         return sweep_main(sweep)
     except KeyboardInterrupt:  # between cases, or while the report was written
         return 130
+    except SchemaError as err:  # --resume into a directory of older rows
+        print(f"python -m benches: error: {err}", file=sys.stderr)
+        return 2

@@ -8,9 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from reports.rows import RESULTS, read
-
-SCHEMA_VERSION = 1
+from reports.rows import RESULTS, SCHEMA_VERSION, read
 
 __all__ = ["RESULTS", "SCHEMA_VERSION", "append", "read"]
 

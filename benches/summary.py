@@ -1,4 +1,4 @@
-"""The terminal table at the end of a sweep: window time per case and its ratio to baseline."""
+"""The terminal table at the end of a sweep: each case's paired overhead and its verdicts."""
 
 from __future__ import annotations
 
@@ -8,62 +8,71 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from reports import analysis, targets
-from reports.rows import pooled, read
-
-NOISY_PRESSURE = 20.0  # % of time a runnable task waited for a CPU (Linux PSI, avg10)
+from reports import analysis
 
 
 def _ms(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1e3:.3f}"
 
 
+def _mib(n: float | None) -> str:
+    return "-" if n is None else f"{n / 2**20:.2f}"
+
+
 def print_summary(directory: Path, console: Console | None = None) -> None:
     # rich truncates numbers at 80 columns when output goes to a pipe or a CI log: use 140
     console = console or Console(width=None if sys.stdout.isatty() else 140)
-    table = Table(title=f"window time per case ({directory.name})", title_justify="left")
-    rows = read(directory)
-    cases = pooled(rows)
-    lines = analysis.case_table(list(cases.values()))
-    distributed = any("sync" in line.get("phases", {}) for line in lines)
-    columns = ["strategy", "K", "live", "window ms", "95% CI", "vs baseline", "reset ms"]
-    columns += ["sync ms"] * distributed + ["grad diff", "status"]
+    report = analysis.report(directory)
+    judged = report["verdicts"]
+    table = Table(title=f"paired overhead per case ({directory.name})", title_justify="left")
+    columns = ["strategy", "K", "live", "window ms", "x plain loop (CI)", "vs native"]
+    columns += ["held MiB", "peak MiB", "grad diff", "status"]
     for column in columns:
         table.add_column(column, justify="left" if column in ("strategy", "status") else "right")
-    for line in lines:
+    for line in report["cases"]:
         window = line.get("phases", {}).get("window", {})
-        ratio = line.get("vs_baseline")
-        ratio_text = "-"
-        if ratio:
-            star = " *" if ratio["significant"] else ""
-            ratio_text = f"{ratio['ratio']:.3f}{star}"
+        over = line.get("overhead") or {}
+        over_text = (
+            f"{over['ratio']:.3f} ({over['ci_low']:.3f}-{over['ci_high']:.3f})"
+            if over.get("ratio") is not None
+            else "-"
+        )
+        vs = (line.get("vs_native") or {}).get("window")
+        memory = line.get("memory") or {}
         check = line.get("grad_check") or {}
+        status = "ok" if line["ok"] else "[red]failed[/red]"
+        if line.get("noisy"):
+            status += " [yellow]noisy[/yellow]"
         table.add_row(
             line["strategy"],
             str(line["k"]),
             f"{line['n']:,}",
             _ms(window.get("median_s")),
-            f"{_ms(window.get('ci_low_s'))}-{_ms(window.get('ci_high_s'))}" if window else "-",
-            ratio_text,
-            _ms(line.get("phases", {}).get("reset", {}).get("median_s")),
-            *[_ms(line.get("phases", {}).get("sync", {}).get("median_s"))] * distributed,
+            over_text,
+            f"{vs['ratio']:.3f} {vs['verdict']}" if vs and vs["ratio"] is not None else "-",
+            _mib(memory.get("held_bytes")),
+            _mib(memory.get("peak_bytes")),
             f"{check['max_rel_diff']:.1e}" if check else "-",
-            "ok" if line["ok"] else "[red]failed[/red]",
+            status,
         )
     console.print(table)
-    console.print("* the 95% bootstrap CI of the ratio excludes 1: a significant difference")
-    noisy = [
-        r["case_id"]
-        for r in rows
-        if (r.get("env") or {}).get("cpu_pressure_avg10") is not None
-        and r["env"]["cpu_pressure_avg10"] > NOISY_PRESSURE
-    ]
-    if noisy:
+    floors = ", ".join(
+        f"K={f['k']} N={f['n']:,}: {f['floor']:.1%}" if f["floor"] is not None else "unmeasured"
+        for f in judged["noise_floor"]
+    )
+    console.print(
+        f"verdicts: lower/higher only beyond max(min-effect {judged['min_effect']:.0%}, noise "
+        f"floor); noise floor {floors or '-'}"
+    )
+    if report["noisy"]:
         console.print(
-            f"[yellow]warning[/yellow]: {len(noisy)} of {len(rows)} cases ran while other work "
-            f"held the CPU (pressure above {NOISY_PRESSURE:g}%): their times are suspect; "
-            "rerun on a quiet machine or with --threads 1"
+            f"[yellow]warning[/yellow]: {len(report['noisy'])} cases ran while other work held "
+            f"the CPU (median pressure above {report['noisy_pressure']:.0%}): they are left out "
+            "of the answer; rerun on a quiet machine or with --threads 1"
         )
-    for target in targets.evaluate(cases):
+    answer = report.get("answer")
+    if answer:
+        console.print(f"answer (K={answer['k']}, N={answer['n']:,}): {answer['advice']}")
+    for target in report["targets"]:
         mark = "[green]PASS[/green]" if target["ok"] else "[red]FAIL[/red]"
         console.print(f"{mark} {target['target']}: {target['value']} (target {target['limit']})")

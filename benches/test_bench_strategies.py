@@ -2,7 +2,10 @@
 
 Run: ``pytest benches/test_bench_strategies.py --benchmark-only`` (``nox -s bench`` does).
 Each benchmark builds its own workload in a fixture and frees it, with ``gc.collect()``,
-before the next one. ZEROGRAD_BENCH_PRESET picks the preset (default tiny), and
+before the next one, and afterwards checks the gradients it produced against a reference
+computed without any strategy. The order of the benchmarks is shuffled per session
+(benches/conftest.py; ZEROGRAD_BENCH_SEED=N repeats an order). ZEROGRAD_BENCH_PRESET picks the
+preset (default tiny; ``nox -s bench -- --preset X`` sets it to the sweep's preset), and
 ZEROGRAD_BENCH_THREADS the torch threads (default 1: steady on a shared machine).
 """
 
@@ -21,6 +24,8 @@ PRESET = os.environ.get("ZEROGRAD_BENCH_PRESET", "tiny")
 THREADS = int(os.environ.get("ZEROGRAD_BENCH_THREADS", "1"))
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 ROUNDS = 10
+# fp32: summation order alone moves a gradient by a few ulps; CUDA kernels reorder more
+TOLERANCE = {"rtol": 1e-4, "atol": 1e-6} if DEVICE == "cuda" else {"rtol": 1e-5, "atol": 1e-6}
 
 
 def _sync() -> None:
@@ -57,6 +62,31 @@ def build():
         torch.cuda.empty_cache()
 
 
+def _reference_grads(workload: Workload, batches, tokens) -> dict[str, torch.Tensor]:
+    """The window's gradient without any strategy: autograd.grad per micro-batch, summed."""
+    names, params = zip(*workload.model.named_parameters(), strict=True)
+    total: list[torch.Tensor | None] = [None] * len(params)
+    for batch in batches:
+        grads = torch.autograd.grad(workload.loss(batch, tokens), params, allow_unused=True)
+        for i, g in enumerate(grads):
+            if g is not None:
+                total[i] = g if total[i] is None else total[i] + g
+    return {n: t for n, t in zip(names, total, strict=True) if t is not None}
+
+
+def _assert_grads(workload: Workload, expected: dict[str, torch.Tensor]) -> None:
+    """Every parameter's .grad is the reference; one the window did not reach is None or 0."""
+    for name, param in workload.model.named_parameters():
+        ref = expected.get(name)
+        if ref is None:
+            assert param.grad is None or not param.grad.any(), f"stale gradient in {name}"
+        else:
+            assert param.grad is not None, f"no gradient in {name}"
+            torch.testing.assert_close(
+                param.grad, ref, **TOLERANCE, msg=lambda m, name=name: f"{name}: {m}"
+            )
+
+
 def _extra(benchmark, workload: Workload, strategy: str, **more) -> None:
     benchmark.extra_info.update(
         strategy=strategy,
@@ -89,6 +119,12 @@ def test_window(benchmark, build, strategy, accumulate):
     benchmark.group = f"window K={accumulate}"
     benchmark.pedantic(window, rounds=ROUNDS, warmup_rounds=2)
 
+    # one more window, no update: its gradient is the reference at the current weights
+    with collector:
+        for batch in batches:
+            collector.backward(workload.loss(batch, tokens))
+    _assert_grads(workload, _reference_grads(workload, batches, tokens))
+
 
 @pytest.mark.benchmark(group="reset")
 @pytest.mark.parametrize("live_tensors", [0, 100_000])
@@ -112,3 +148,8 @@ def test_reset(benchmark, build, strategy, live_tensors):
     _extra(benchmark, workload, strategy, live_tensors=live_tensors)
     benchmark.group = f"reset N={live_tensors:,}"
     benchmark.pedantic(reset, setup=fill, rounds=ROUNDS, warmup_rounds=1)
+
+    # the last timed reset followed a fill: one more fill must give one micro-batch's gradient,
+    # not two (a reset that does nothing leaves the earlier fill's gradient to add to)
+    fill()
+    _assert_grads(workload, _reference_grads(workload, [batch], batch.n_tokens))

@@ -383,13 +383,21 @@ class Workload:
 
     # --- loss ---
 
-    def loss(self, batch: Batch, window_tokens: float) -> torch.Tensor:
-        """Label-smoothed cross-entropy summed over the batch's non-pad targets / window_tokens."""
+    def loss(
+        self, batch: Batch, window_tokens: float, module: nn.Module | None = None
+    ) -> torch.Tensor:
+        """Label-smoothed cross-entropy summed over the batch's non-pad targets / window_tokens.
+
+        ``module`` is the model to run (a replica, or a DDP wrapper of one); by default the
+        workload's own (through DDP after ``distribute``).
+        """
         if not window_tokens > 0:
             raise ValueError(f"invalid window_tokens {window_tokens!r}; valid: a number > 0")
         autocast = self.config.dtype == "bfloat16"  # only reachable on CUDA (checked in init)
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=autocast):
-            model = self.ddp if self.ddp is not None else self.model
+            if module is None:
+                module = self.ddp if self.ddp is not None else self.model
+            model = module
             logits = model(batch.src, batch.tgt_in, batch.src_pad_mask, batch.tgt_pad_mask)
             total = F.cross_entropy(
                 logits.flatten(0, 1),  # (B*T, V)

@@ -67,14 +67,20 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as err:
         print(f"{PROG}: error: {err}", file=sys.stderr)
         return 2
-    if args.command == "build":
-        from reports.build import build
+    from reports.rows import SchemaError
 
-        print(build(directory))
-    else:
-        from reports.compare import compare
+    try:
+        if args.command == "build":
+            from reports.build import build
 
-        print(compare(dir_a, dir_b, out))
+            print(build(directory))
+        else:
+            from reports.compare import compare
+
+            print(compare(dir_a, dir_b, out))
+    except SchemaError as err:
+        print(f"{PROG}: error: {err}", file=sys.stderr)
+        return 2
     return 0
 
 

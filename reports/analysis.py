@@ -12,21 +12,15 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from reports import stats, targets
+from reports import stats, targets, verdicts
 from reports.rows import RESULTS, pooled, read
 
-BASELINE = "baseline"
-REFERENCE = "native"  # PyTorch's own zero_grad: what every other strategy is compared with
-LEAD_TEST = (
-    "percentile bootstrap of the ratio of medians of the raw per-window samples "
-    f"({stats.BOOTSTRAP_RESAMPLES} resamples, seeded; unpaired: the cases ran in different "
-    "processes); significant when the 95% CI excludes 1"
-)
-TIE = 0.01  # memory peaks within 1% of each other are called a tie
+REFERENCE = "native"  # PyTorch's own zero_grad: the table's reference column
+BASELINE = "baseline"  # rows of schema 1 only: today every case carries its plain loop
 
 
 def strategy_order(name: str) -> tuple:
-    return (name != BASELINE, name != REFERENCE, name)
+    return (name != REFERENCE, name)
 
 
 def _run_info(directory: Path) -> dict[str, Any]:
@@ -76,50 +70,15 @@ def _pytest_benchmark(directory: Path) -> dict[str, Any] | None:
         "version": data.get("version"),
         "machine": machine.get("cpu", {}).get("brand_raw") or machine.get("processor"),
         "commit": (commit.get("id") or "")[:12],
+        "order": machine.get("zerograd_order"),  # the shuffled order's seed (benches/conftest)
     }
 
 
-# -- memory ---------------------------------------------------------------------------------------
-def memory_metric(entries: list[dict[str, Any]], device: str | None) -> tuple[str, str]:
-    """The memory figure that ranks strategies here: (key, what it is, in words)."""
-    rows = [r for e in entries for r in e.get("rows", [])]
-    has = {k: any((r.get("memory") or {}).get(k) for r in rows) for k in MEMORY_LABELS}
-    if device == "cuda" and has["cuda_peak_allocated_bytes"]:
-        key = "cuda_peak_allocated_bytes"
-    elif has["memray_peak_bytes"]:
-        key = "memray_peak_bytes"
-    else:
-        key = "rss_above_setup_bytes"
-    return key, MEMORY_LABELS[key]
-
-
-MEMORY_LABELS = {
-    "cuda_peak_allocated_bytes": "GPU peak allocated (torch.cuda)",
-    "memray_peak_bytes": "memray peak heap of the tracked windows",
-    "rss_above_setup_bytes": "host peak RSS above the RSS after setup",
-}
-
-
-def memory_values(entry: dict[str, Any], key: str) -> list[float]:
-    """One value per ok round of a case (memory is measured once per process)."""
-    out = []
-    for row in entry.get("rows", []):
-        memory = row.get("memory") or {}
-        if key == "rss_above_setup_bytes":
-            peak, setup = memory.get("peak_rss_bytes"), memory.get("rss_after_setup_bytes")
-            value = peak - setup if peak is not None and setup is not None else None
-        else:
-            value = memory.get(key)
-        if value is not None:
-            out.append(float(value))
-    return out
-
-
+# -- the answer -----------------------------------------------------------------------------------
 def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
-# -- the answer -----------------------------------------------------------------------------------
 def default_case(run: dict[str, Any], entries: list[dict[str, Any]]) -> tuple[int, int] | None:
     """The K and N the answer is given for: the sweep's first K, and N=0 (no ballast)."""
     ok = [e for e in entries if e.get("phases")]
@@ -133,108 +92,132 @@ def default_case(run: dict[str, Any], entries: list[dict[str, Any]]) -> tuple[in
     return k, n
 
 
-def answer(entries: list[dict[str, Any]], k: int, n: int, device: str | None) -> dict[str, Any]:
-    """Fastest and leanest strategy (baseline excluded) at K, N, with CIs and significance."""
+def noisy_entry(entry: dict[str, Any]) -> bool:
+    return any(verdicts.noisy(r) for r in entry.get("rows", []))
+
+
+def answer(entries: list[dict[str, Any]], k: int, n: int, result: dict[str, Any]) -> dict[str, Any]:
+    """Fastest (lowest paired overhead) and leanest (lowest peak bytes) at K, N, with verdicts.
+
+    Cases measured under CPU pressure are left out, and the answer says which.
+    """
     here = [
-        e
-        for e in entries
-        if e.get("phases") and (e["accumulate"], e["live_tensors"]) == (k, n)
-        if e["strategy"] != BASELINE
+        e for e in entries if e.get("phases") and (e["accumulate"], e["live_tensors"]) == (k, n)
     ]
-    out: dict[str, Any] = {"k": k, "n": n, "test": LEAD_TEST, "candidates": len(here)}
+    excluded = sorted(e["strategy"] for e in here if noisy_entry(e))
+    every = here  # memory is exact: CPU pressure does not touch it
+    here = [e for e in here if not noisy_entry(e)]
+    floor = next((f for f in result["noise_floor"] if (f["k"], f["n"]) == (k, n)), {})
+    out: dict[str, Any] = {
+        "k": k,
+        "n": n,
+        "candidates": len(here),
+        "excluded_noisy": excluded,
+        "noise_floor": floor.get("floor"),
+        "min_effect": result["min_effect"],
+    }
+    leanest(every, k, n, result, out)
     if not here:
-        out["advice"] = f"No strategy other than baseline finished at K={k}, N={n}."
+        out["advice"] = f"No strategy finished without CPU pressure at K={k}, N={n}."
         return out
-    by_time = sorted(here, key=lambda e: e["phases"]["window"]["median_s"])
+    by_time = sorted(here, key=lambda e: verdicts.overhead(e)["ratio"] or math.inf)
     fastest = by_time[0]
-    out["fastest"] = {"strategy": fastest["strategy"], **fastest["phases"]["window"]}
+    out["fastest"] = {
+        "strategy": fastest["strategy"],
+        "overhead": stats.public(verdicts.overhead(fastest)),
+        "window": fastest["phases"]["window"],
+        "cv": fastest["phases"]["window"].get("cv"),
+    }
     if len(by_time) > 1:
         runner = by_time[1]
-        lead = stats.ratio_of_medians(runner["samples"]["window"], fastest["samples"]["window"])
         out["fastest"]["runner_up"] = {
             "strategy": runner["strategy"],
-            **runner["phases"]["window"],
+            "overhead": stats.public(verdicts.overhead(runner)),
         }
-        out["fastest"]["lead"] = lead
-
-    key, label = memory_metric(here, device)
-    out["memory_metric"], out["memory_label"] = key, label
-    sized = [(e, memory_values(e, key)) for e in here]
-    sized = [(e, v) for e, v in sized if v]
-    if sized:
-        sized.sort(key=lambda ev: _median(ev[1]))
-        lean, values = sized[0]
-        out["leanest"] = {
-            "strategy": lean["strategy"],
-            "bytes": _median(values),
-            "low": min(values),
-            "high": max(values),
-            "rounds": len(values),
-        }
-        if len(sized) > 1:
-            other, other_values = sized[1]
-            a, b = _median(values), _median(other_values)
-            margin = (b - a) / b if b else 0.0
-            if len(values) > 1 and len(other_values) > 1:
-                clear = max(values) < min(other_values)
-                verdict = (
-                    "The lead is clear: the ranges over rounds do not overlap."
-                    if clear
-                    else "The lead is not clear: the ranges over rounds overlap."
-                )
-            else:
-                clear = None
-                verdict = (
-                    "Memory is measured once per case's process, so there is no CI "
-                    "(run with --rounds 3 for one)."
-                )
-            out["leanest"]["runner_up"] = {
-                "strategy": other["strategy"],
-                "bytes": b,
-                "margin": margin,
-                "clear": clear,
-                "verdict": verdict,
-                "tie": margin < TIE,
-            }
+        out["fastest"]["lead"] = verdicts.lookup(
+            result, fastest["strategy"], runner["strategy"], k, n, "window"
+        )
     out["advice"] = advice(out, entries, k)
     return out
+
+
+def leanest(
+    here: list[dict[str, Any]], k: int, n: int, result: dict[str, Any], out: dict[str, Any]
+) -> None:
+    """The lowest peak at K, N and its verdict against the runner-up (into ``out``)."""
+    sized = [(e, verdicts.memory_figure(e, "peak_bytes")) for e in here]
+    sized = sorted(((e, v) for e, v in sized if v is not None), key=lambda ev: ev[1])
+    if sized:
+        lean, peak = sized[0]
+        out["leanest"] = {
+            "strategy": lean["strategy"],
+            "peak_bytes": peak,
+            "held_bytes": verdicts.memory_figure(lean, "held_bytes"),
+            "method": next(
+                (r["memory"].get("peak_method") for r in lean["rows"] if r.get("memory")), None
+            ),
+        }
+        if len(sized) > 1:
+            other, other_peak = sized[1]
+            out["leanest"]["runner_up"] = {
+                "strategy": other["strategy"],
+                "peak_bytes": other_peak,
+                "held_bytes": verdicts.memory_figure(other, "held_bytes"),
+            }
+            out["leanest"]["lead"] = verdicts.lookup(
+                result, lean["strategy"], other["strategy"], k, n, "peak_memory"
+            )
 
 
 def _name(strategy: str) -> str:
     return f"`{strategy}`"
 
 
+def _ci(c: dict[str, Any]) -> str:
+    if c.get("ci_low") is None:
+        return f"ratio {c['ratio']:.2f}"
+    level = "95% CI" if c.get("confidence") else "bounds"
+    return f"ratio {c['ratio']:.3f}, {level} {c['ci_low']:.3f}-{c['ci_high']:.3f}"
+
+
 def advice(result: dict[str, Any], entries: list[dict[str, Any]], k: int) -> str:
-    """One sentence, from the figures: what to use, and what to avoid if something stands out."""
+    """One sentence from the verdicts: "use X" only when X is lower than the runner-up."""
     fastest, leanest = result.get("fastest"), result.get("leanest")
     if not fastest:
         return "No strategy finished, so there is nothing to advise."
     name = fastest["strategy"]
     lead = fastest.get("lead")
+    threshold = max(result["min_effect"], result.get("noise_floor") or 0.0)
     if lead is None:
         text = f"Only {_name(name)} finished here, so there is nothing to compare it with"
-    elif lead["significant"]:
+    elif lead["verdict"] == "lower":
         text = (
-            f"Use {_name(name)} for speed: {_name(fastest['runner_up']['strategy'])}, the next "
-            f"fastest, takes {lead['ratio']:.2f}x as long per window, a significant lead"
+            f"Use {_name(name)} for speed: it is lower than {_name(lead['b'])}, the next "
+            f"fastest ({_ci(lead)}), beyond the {threshold:.1%} that this sweep can tell apart"
         )
     else:
+        why = {
+            "same": f"their whole CI lies within +-{result['min_effect']:.0%}",
+            "unclear": f"the CI does not clear the {threshold:.1%} threshold (min-effect "
+            f"{result['min_effect']:.0%}, noise floor "
+            f"{(result.get('noise_floor') or 0):.1%}) on either side",
+            "higher": "the ranking by point estimate disagrees with the CI",
+        }[lead["verdict"]]
         text = (
-            f"{_name(name)} and {_name(fastest['runner_up']['strategy'])} are not significantly "
-            f"different in speed here (ratio {lead['ratio']:.2f}, 95% CI {lead['ci_low']:.2f}-"
-            f"{lead['ci_high']:.2f}), so choose between them on memory"
+            f"{_name(name)} and {_name(lead['b'])} tie on speed here ({_ci(lead)}: "
+            f"{lead['verdict']}, because {why}), so choose on memory"
         )
     if leanest:
-        runner = leanest.get("runner_up")
-        if leanest["strategy"] == name:
+        mem = leanest.get("lead")
+        if leanest["strategy"] == name and mem and mem["verdict"] == "lower":
             text += f", and {_name(name)} also needs the least memory"
-        elif runner and runner["tie"]:
+        elif mem and mem["verdict"] == "lower":
+            text += f"; {_name(leanest['strategy'])} needs the least memory at peak"
+        elif mem:
             text += (
-                f"; {_name(leanest['strategy'])} needs the least memory, within 1% of "
-                f"{_name(runner['strategy'])}"
+                f"; {_name(leanest['strategy'])} and {_name(mem['b'])} peak within "
+                f"{result['min_effect']:.0%} of each other"
             )
-        else:
-            text += f"; {_name(leanest['strategy'])} needs the least memory"
     worst = steepest(entries, k)
     if worst and worst["per_10k_s"] > 1e-3:  # more than 1 ms more per 10,000 live tensors
         text += (
@@ -279,30 +262,31 @@ def steepest(entries: list[dict[str, Any]], k: int) -> dict[str, Any] | None:
 
 
 # -- tables ---------------------------------------------------------------------------------------
-def case_table(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One line per case: window, ratios to baseline and native of the same K and N, memory."""
-    by_key = {(e["strategy"], e["accumulate"], e["live_tensors"]): e for e in entries}
+def case_table(entries: list[dict[str, Any]], result: dict[str, Any]) -> list[dict[str, Any]]:
+    """One line per case: paired overhead, verdicts against native, memory, gradient check."""
     out = []
     for e in sorted(
         entries,
         key=lambda e: (e["accumulate"], e["live_tensors"], strategy_order(e["strategy"])),
     ):
+        k, n = e["accumulate"], e["live_tensors"]
         line: dict[str, Any] = {
             "strategy": e["strategy"],
-            "k": e["accumulate"],
-            "n": e["live_tensors"],
+            "k": k,
+            "n": n,
             "rounds": e["rounds"],
             "failed": len(e["failed"]),
             "ok": bool(e.get("phases")),
+            "noisy": noisy_entry(e),
         }
         if e.get("phases"):
             line["phases"] = e["phases"]
-            for name, ref in (("vs_baseline", BASELINE), ("vs_native", REFERENCE)):
-                other = by_key.get((ref, e["accumulate"], e["live_tensors"]))
-                if e["strategy"] != ref and other and other.get("samples"):
-                    line[name] = stats.ratio_of_medians(
-                        e["samples"]["window"], other["samples"]["window"]
-                    )
+            line["overhead"] = stats.public(verdicts.overhead(e))
+            if e["strategy"] != REFERENCE:
+                line["vs_native"] = {
+                    metric: verdicts.lookup(result, e["strategy"], REFERENCE, k, n, metric)
+                    for metric in verdicts.METRICS
+                }
             rows = e["rows"]
             memory = [r.get("memory") or {} for r in rows]
 
@@ -310,15 +294,24 @@ def case_table(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 return _median([float(m[key]) for m in memory if m.get(key) is not None])
 
             line["memory"] = {
-                "peak_rss_bytes": med("peak_rss_bytes"),
-                "rss_above_setup_bytes": _median(memory_values(e, "rss_above_setup_bytes")),
-                "cuda_peak_allocated_bytes": med("cuda_peak_allocated_bytes"),
-                "cuda_peak_reserved_bytes": med("cuda_peak_reserved_bytes"),
-                "growth_bytes_per_window": med("growth_bytes_per_window"),
-                "growth_measure": next((m.get("growth_measure") for m in memory), None),
-                "memray_peak_bytes": med("memray_peak_bytes"),
-                "memray_allocations": med("memray_allocations"),
+                key: med(key)
+                for key in (
+                    "held_bytes",
+                    "peak_bytes",
+                    "plain_held_bytes",
+                    "plain_peak_bytes",
+                    "param_bytes",
+                    "peak_rss_bytes",
+                    "growth_bytes_per_window",
+                )
             }
+            line["memory"]["growth_measure"] = next((m.get("growth_measure") for m in memory), None)
+            pressure = [
+                (r.get("cpu_pressure") or {}).get("median")
+                for r in rows
+                if (r.get("cpu_pressure") or {}).get("median") is not None
+            ]
+            line["cpu_pressure"] = max(pressure) if pressure else None
             calls = [r["allreduce_per_window"] for r in rows if r.get("allreduce_per_window")]
             line["allreduce_per_window"] = _median(calls) if calls else None
             checks = [r["grad_check"] for r in rows if r.get("grad_check")]
@@ -327,28 +320,29 @@ def case_table(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     "max_rel_diff": max(c["max_rel_diff"] for c in checks),
                     "max_abs_diff": max(c["max_abs_diff"] for c in checks),
                     "tolerance": max(c["tolerance"] for c in checks),
+                    "windows": min(c.get("windows", 1) for c in checks),
                     "ok": all(c["ok"] for c in checks),
                 }
         out.append(line)
     return out
 
 
-def overheads(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The core's overhead per K and N: native / baseline windows, interleaved in one process."""
+def core_overheads(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The core's overhead per K and N: native's paired ratio to the plain loop."""
     out = []
     for e in sorted(entries, key=lambda e: (e["accumulate"], e["live_tensors"])):
-        if e["strategy"] != REFERENCE or (result := targets.overhead(e)) is None:
+        if e["strategy"] != REFERENCE or not e.get("phases"):
             continue
-        baseline = [x for r in e["rows"] for x in r["samples"].get("baseline_window", [])]
+        result = stats.public(verdicts.overhead(e))
+        plain = [x for r in e["rows"] for x in r["samples"].get("plain_window", [])]
         out.append(
             {
                 "k": e["accumulate"],
                 "n": e["live_tensors"],
                 "native": e["phases"]["window"],
-                "baseline": stats.summarize(baseline),
+                "plain": stats.summarize(plain),
                 **result,
-                "ok": result["ratio"] <= targets.OVERHEAD_MAX
-                and result["ci_high"] <= targets.OVERHEAD_CI_MAX,
+                "ok": targets.overhead_ok(result),
             }
         )
     return out
@@ -372,15 +366,19 @@ def flamegraphs(directory: Path, entries: list[dict[str, Any]]) -> list[dict[str
                         "round": row.get("round", 0),
                         "path": path,
                         "present": (directory / path).is_file(),
-                        "peak_bytes": row["memory"].get("memray_peak_bytes"),
-                        "allocations": row["memory"].get("memray_allocations"),
+                        "peak_bytes": row["memory"].get("peak_bytes"),
                     }
                 )
     return out
 
 
+def min_effect_of(run: dict[str, Any]) -> float:
+    value = (run.get("sweep") or {}).get("min_effect")
+    return float(value) if value is not None else verdicts.DEFAULT_MIN_EFFECT
+
+
 def report(directory: str | Path) -> dict[str, Any]:
-    """Everything index.html shows, in the order it shows it."""
+    """Everything index.html shows, in the order it shows it; verdicts.json's content too."""
     directory = Path(directory)
     rows = read(directory)
     run = _run_info(directory)
@@ -390,14 +388,10 @@ def report(directory: str | Path) -> dict[str, Any]:
     first = ok_rows[0] if ok_rows else (rows[0] if rows else {})
     env = {**(run.get("env") or {}), **(first.get("env") or {})}
     sweep = run.get("sweep") or {}
-    device = first.get("device") or env.get("device")
     chosen = default_case(run, entries)
+    judged = verdicts.verdicts(entries, min_effect_of(run))
     result: dict[str, Any] = {
         "directory": directory,
-        "has_gpu_memory": any(
-            (r.get("memory") or {}).get("cuda_peak_allocated_bytes") is not None for r in ok_rows
-        ),
-        # DDP runs: the sync phase (all-reduce the last backward did not hide) and its calls
         "world_size": max((r.get("world_size") or 1 for r in rows), default=1),
         "has_sync": any("sync" in (r.get("phases") or {}) for r in ok_rows),
         "run": run,
@@ -410,18 +404,21 @@ def report(directory: str | Path) -> dict[str, Any]:
         "ns": sorted({e["live_tensors"] for e in entries}),
         "strategies": sorted({e["strategy"] for e in entries}, key=strategy_order),
         "default": chosen,
-        "cases": case_table(entries),
-        "overheads": overheads(entries),
+        "verdicts": judged,
+        "cases": case_table(entries, judged),
+        "overheads": core_overheads(entries),
         "overhead_limit": (targets.OVERHEAD_MAX, targets.OVERHEAD_CI_MAX),
-        "targets": targets.evaluate(cases),
+        "targets": targets.evaluate(cases, judged),
         "failed": [r for r in rows if r.get("status") != "ok"],
+        "noisy": [r["case_id"] for r in ok_rows if verdicts.noisy(r)],
+        "noisy_pressure": verdicts.NOISY_PRESSURE,
         "flamegraphs": flamegraphs(directory, entries),
         "pytest_benchmark": _pytest_benchmark(directory),
         "results": RESULTS,
     }
     if chosen:
         k, n = chosen
-        result["answer"] = answer(entries, k, n, device)
+        result["answer"] = answer(entries, k, n, judged)
         result["slopes"] = reset_slopes(entries, k)
         result["default_cases"] = [c for c in result["cases"] if (c["k"], c["n"]) == (k, n)]
     else:

@@ -15,7 +15,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup, escape
 
-from reports import analysis, charts
+from reports import analysis, charts, verdicts
 
 TEMPLATES = Path(__file__).with_name("templates")
 TEMPLATE = TEMPLATES / "report.html.j2"
@@ -78,7 +78,13 @@ def render_charts(report: dict[str, Any]) -> dict[str, str | None]:
     here = [c for c in report["default_cases"] if c.get("phases")]
     if here:
         out["phases"] = charts.phases(here, k, n)
-        out["memory"] = charts.memory(here, k, n)
+    measured = [
+        c
+        for c in here
+        if any((c.get("memory") or {}).get(key) is not None for key in ("held_bytes", "peak_bytes"))
+    ]
+    if measured:  # held and peak bytes per strategy, the plain loop's peak as the reference
+        out["memory"] = charts.memory(measured, k, n)
     if len(report["ns"]) > 1 and report["slopes"]:
         out["reset"] = charts.reset_vs_live(report["slopes"], k)
     if len(report["ks"]) > 1:
@@ -90,6 +96,7 @@ def build(directory: str | Path) -> Path:
     """Write DIR/index.html from DIR/results.jsonl (and run.json, pytest-benchmark.json)."""
     directory = Path(directory)
     report = analysis.report(directory)
+    verdicts.write(directory, report["verdicts"])  # first: the HTML shows what this file says
     title = f"zerograd sweep {report['run'].get('run_id') or directory.name}"
     details = {"sweep": report["sweep"], "env": report["env"]}
     html = (

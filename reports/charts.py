@@ -101,27 +101,29 @@ def phases(cases: list[dict[str, Any]], k: int, n: int) -> str:
 
 
 def memory(cases: list[dict[str, Any]], k: int, n: int) -> str:
-    """Grouped horizontal bars: each memory figure per strategy, in MiB."""
+    """Grouped horizontal bars per strategy, in MiB: gradient memory held between windows and
+    the peak of the memory pass; the plain loop's peak (same process) as the reference."""
     ok = [c for c in cases if c.get("memory")]
     series = [
-        ("memray_peak_bytes", "memray peak heap (tracked windows)"),
-        ("rss_above_setup_bytes", "host peak RSS above setup"),
-        ("cuda_peak_allocated_bytes", "GPU peak allocated"),
+        ("held_bytes", "held between windows (exact)"),
+        ("peak_bytes", "peak during a window (memory pass)"),
     ]
 
-    def value(c, key):
-        return c["memory"].get(key)
+    def mib(c, key):
+        value = c["memory"].get(key)
+        return math.nan if value is None else value / 2**20
 
-    present = [(key, label) for key, label in series if any(value(c, key) for c in ok)]
-    fig = Figure(figsize=(WIDTH, 0.22 * len(ok) * max(1, len(present)) + 1.6), layout="constrained")
+    present = [
+        (key, label) for key, label in series if any(c["memory"].get(key) is not None for c in ok)
+    ]
+    fig = Figure(figsize=(WIDTH, 0.22 * len(ok) * max(1, len(present)) + 1.8), layout="constrained")
     ax = fig.add_subplot()
     height = 0.8 / max(1, len(present))
     for i, (key, label) in enumerate(present):
         ys = [j + (i - (len(present) - 1) / 2) * height for j in range(len(ok))]
-        mib = [(value(c, key) or 0) / 2**20 for c in ok]
         ax.barh(
             ys,
-            mib,
+            [0.0 if math.isnan(v) else v for v in (mib(c, key) for c in ok)],
             height=height,
             label=label,
             color=COLOURS[i + 4],
@@ -129,13 +131,31 @@ def memory(cases: list[dict[str, Any]], k: int, n: int) -> str:
             edgecolor="black",
             linewidth=0.5,
         )
+    plain = [v for v in (mib(c, "plain_peak_bytes") for c in ok) if not math.isnan(v)]
+    if plain and max(plain) - min(plain) <= 0.01 * max(plain):  # one plain loop, one line
+        ax.axvline(
+            sorted(plain)[len(plain) // 2],
+            color="black",
+            linestyle="--",
+            linewidth=1.2,
+            label="plain loop peak (same processes)",
+        )
+    elif plain:  # the plain loops differ between cases: each case's own, beside its bars
+        ax.plot(
+            [mib(c, "plain_peak_bytes") for c in ok],
+            range(len(ok)),
+            "k|",
+            markersize=16,
+            markeredgewidth=2,
+            label="plain loop peak (same process)",
+        )
     ax.set_yticks(range(len(ok)), [c["strategy"] for c in ok])
     ax.invert_yaxis()
     ax.set_xlabel("memory (MiB)")
     ax.set_ylabel("strategy")
     ax.set_title(f"Memory per strategy (K={k}, live tensors={n:,})")
-    if present:
-        fig.legend(loc="outside lower center", fontsize="small", ncols=len(present))
+    if present or plain:
+        fig.legend(loc="outside lower center", fontsize="small", ncols=len(present) + 1)
     ax.grid(axis="x", alpha=0.3)
     return to_svg(fig, "memory")
 
@@ -158,7 +178,10 @@ def reset_vs_live(slopes: list[dict[str, Any]], k: int) -> str:
     _fit_y(ax, [_ms(p["median_s"]) for s in slopes for p in s["points"]], log_ok=False)
     ax.set_xlabel("unrelated live tensors in the process (count)")
     ax.set_ylabel("reset time per window (ms, median)")
-    ax.set_title(f"Reset time against live tensors (K={k}); bars: 95% CI of the median")
+    ax.set_title(
+        f"Reset time against live tensors (K={k}); bars: CI of the median "
+        "(95%, or min-max below 6 windows)"
+    )
     fig.legend(loc="outside lower center", fontsize="small", ncols=min(4, len(slopes)))
     ax.grid(alpha=0.3)
     return to_svg(fig, "reset-vs-live")
@@ -190,47 +213,66 @@ def window_vs_k(cases: list[dict[str, Any]], n: int) -> str:
     medians = [_ms(c["phases"]["window"]["median_s"]) for c in cases if c.get("phases")]
     log = _fit_y(ax, medians, log_ok=True)
     ax.set_ylabel(f"window time (ms, median{', log scale' if log else ''})")
-    ax.set_title(f"Window time against K (live tensors={n:,}); bars: 95% CI of the median")
+    ax.set_title(
+        f"Window time against K (live tensors={n:,}); bars: CI of the median "
+        "(95%, or min-max below 6 windows)"
+    )
     fig.legend(loc="outside lower center", fontsize="small", ncols=min(7, len(names)))
     ax.grid(alpha=0.3)
     return to_svg(fig, "window-vs-k")
 
 
+VERDICT_MARKS = {  # marker, face colour, edge colour: the word reads in grey too
+    "lower": ("v", "#12612a", "#12612a"),
+    "higher": ("^", "#9d1018", "#9d1018"),
+    "same": ("s", "#8a8a8a", "#555555"),
+    "unclear": ("o", "white", "#b06d00"),
+}
+
+
 def ratios(lines: list[dict[str, Any]], label_a: str, label_b: str) -> str:
-    """The compare page: window time B / A per case, with the CI, on a log axis."""
+    """The compare page: each case's paired overhead B / A, its interval, its verdict word.
+
+    ``lines`` carry ratio, ci_low, ci_high (None: no interval) and verdict; the marker shows
+    the verdict, never a test of its own.
+    """
     fig = Figure(figsize=(WIDTH, 0.32 * len(lines) + 1.8), layout="constrained")
     ax = fig.add_subplot()
-    ys = list(range(len(lines)))
-    significant = [line["significant"] for line in lines]
-    for flag, marker, name in ((True, "D", "significant"), (False, "o", "not significant")):
-        pick = [i for i in ys if significant[i] == flag]
+
+    def reach(i: int, side: str) -> float:  # no interval (too few pairs, or exact): no bar
+        bound = lines[i].get(side)
+        return 0.0 if bound is None else abs(bound - lines[i]["ratio"])
+
+    for word, (marker, face, edge) in VERDICT_MARKS.items():
+        pick = [i for i, line in enumerate(lines) if line.get("verdict", "unclear") == word]
         if not pick:
             continue
-        r = [lines[i]["ratio"] for i in pick]
         ax.errorbar(
-            r,
+            [lines[i]["ratio"] for i in pick],
             pick,
-            xerr=[
-                [lines[i]["ratio"] - lines[i]["ci_low"] for i in pick],
-                [lines[i]["ci_high"] - lines[i]["ratio"] for i in pick],
-            ],
+            xerr=[[reach(i, "ci_low") for i in pick], [reach(i, "ci_high") for i in pick]],
             fmt=marker,
-            color="black" if flag else "grey",
-            mfc="black" if flag else "white",
+            color=edge,
+            mfc=face,
+            mec=edge,
+            markersize=7,
             capsize=3,
-            label=f"{name} (95% CI excludes 1)" if flag else name,
+            label=word,
         )
     ax.axvline(1.0, color="black", linewidth=0.8, linestyle="--", label="no change")
-    ax.set_yticks(ys, [line["label"] for line in lines])
+    ax.set_yticks(range(len(lines)), [line["label"] for line in lines])
     ax.invert_yaxis()
     ax.set_xscale("log")
     low, high = ax.get_xlim()
     ticks = [t for t in RATIO_TICKS if low <= t <= high] or [1.0]
     ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
     ax.set_xticks([], minor=True)
-    ax.set_xlabel(f"window time ratio, {label_b} / {label_a} (log scale; <1: B faster)")
+    ax.set_xlabel(
+        f"paired overhead, {label_b} / {label_a} (each run's window over its own plain loop; "
+        "log scale; <1: B lower)"
+    )
     ax.set_ylabel("case")
-    ax.set_title("Window time, run B against run A, per case (bars: 95% bootstrap CI)")
-    fig.legend(loc="outside lower center", fontsize="small", ncols=3)
+    ax.set_title("Window overhead, run B / run A, per case; marker: verdict, bars: CI (or bounds)")
+    fig.legend(loc="outside lower center", fontsize="small", ncols=5)
     ax.grid(axis="x", alpha=0.3, which="both")
     return to_svg(fig, "compare-window")

@@ -1,9 +1,13 @@
-"""``python -m reports compare DIR_A DIR_B``: one page comparing two runs, case by case.
+"""``python -m reports compare DIR_A DIR_B``: one page and ``compare.json``, case by case.
 
-Before and after a change, or CPU against GPU: for every strategy, K and N that both runs have,
-each phase's median in A and B, the ratio B / A, its 95% CI and whether the difference is
-significant. The test is stated on the page (``TEST``): a percentile bootstrap of the ratio of
-medians on the raw per-window samples, unpaired, since the two runs ran in different processes.
+Before and after a change, on the same machine: for every strategy, K and N that both runs
+have, run B's paired overhead against run A's (``stats.ratio_between``: each side's paired ratio
+to the plain loop of its own process, both uncertainties carried), and a verdict word by the
+rule of ``reports.verdicts``, with the larger of the two runs' noise floors. Raw windows of the
+two runs are never compared for a verdict: they ran in different processes, often minutes
+apart, where identical code differs by 1.5-4x. Absolute medians are shown as context only
+(a change that slows the plain loop and the strategy alike, a torch upgrade say, shows there).
+Memory (held and peak bytes) is exact: same, lower or higher beyond min_effect.
 """
 
 from __future__ import annotations
@@ -12,15 +16,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from reports import analysis, charts, stats
+from reports import analysis, charts, stats, verdicts
 from reports.build import environment
-from reports.rows import PHASES, pooled, read
+from reports.rows import PHASES, SWEEP_IDENTITY, pooled, read
 
-TEST = (
-    "percentile bootstrap of the ratio of medians, B / A, on the raw per-window samples of each "
-    f"phase ({stats.BOOTSTRAP_RESAMPLES} resamples, seeded, unpaired: the runs are different "
-    "processes); a difference is significant when the 95% CI of the ratio excludes 1"
-)
+COMPARE = "compare.json"
 
 
 def _side(directory: Path) -> dict[str, Any]:
@@ -32,8 +32,10 @@ def _side(directory: Path) -> dict[str, Any]:
     cases: dict[tuple, dict[str, Any]] = {}
     for entry in pooled(rows).values():
         key = (entry["strategy"], entry["accumulate"], entry["live_tensors"])
-        # one run normally holds one preset and device; keep the first if it holds more
-        cases.setdefault(key, entry)
+        # one run normally holds one setting of each; keep the first if it holds more
+        if entry.get("rows"):
+            cases.setdefault(key, entry)
+    floors = verdicts.noise_floors([e for e in cases.values() if e.get("rows")])
     return {
         "directory": directory,
         "name": directory.resolve().name,
@@ -49,68 +51,112 @@ def _side(directory: Path) -> dict[str, Any]:
         "rows": len(rows),
         "ok_rows": len(ok),
         "cases": cases,
+        "floors": floors,
+        "min_effect": analysis.min_effect_of(run),
     }
 
 
+def _floor(side: dict[str, Any], k: int, n: int) -> float | None:
+    return (side["floors"].get((k, n)) or {}).get("floor")
+
+
 def comparison(dir_a: str | Path, dir_b: str | Path) -> dict[str, Any]:
-    """Per common case and phase: medians, ratio B / A, CI, significance; and what is unmatched."""
+    """Per common case: B's paired overhead against A's, verdicts per metric; what is unmatched."""
     a, b = _side(Path(dir_a)), _side(Path(dir_b))
+    min_effect = max(a["min_effect"], b["min_effect"])
     common = sorted(
         set(a["cases"]) & set(b["cases"]),
         key=lambda k: (analysis.strategy_order(k[0]), k[1], k[2]),
     )
-    lines = []
+    lines, judged = [], []
     for key in common:
         ea, eb = a["cases"][key], b["cases"][key]
-        if not (ea.get("samples") and eb.get("samples")):
-            continue
         strategy, k, n = key
-        phases = []
-        for phase in PHASES:
-            xa, xb = ea["samples"].get(phase) or [], eb["samples"].get(phase) or []
-            if not xa or not xb:
-                continue
-            ratio = stats.ratio_of_medians(xb, xa)
-            phases.append(
-                {
-                    "phase": phase,
-                    "a": ea["phases"][phase],
-                    "b": eb["phases"][phase],
-                    **ratio,
-                    "direction": (
-                        "same"
-                        if not ratio["significant"]
-                        else ("B slower" if ratio["ratio"] > 1 else "B faster")
-                    ),
-                }
+        floors = [f for f in (_floor(a, k, n), _floor(b, k, n)) if f is not None]
+        floor = max(floors) if len(floors) == 2 else None
+        settings = {
+            name: eb["rows"][0].get(name) for name in SWEEP_IDENTITY if name not in ("preset",)
+        }
+        differ = [
+            name for name in SWEEP_IDENTITY if ea["rows"][0].get(name) != eb["rows"][0].get(name)
+        ]
+        metrics = {}
+        for metric in verdicts.METRICS:
+            c = verdicts.comparison(
+                eb,
+                ea,
+                metric,
+                min_effect,
+                floor,
+                strategy=strategy,
+                a=f"B:{strategy}",
+                b=f"A:{strategy}",
+                k=k,
+                n=n,
+                case={"settings_differ": differ} if differ else {},
             )
+            c["noise_floor"] = floor
+            judged.append(c)
+            metrics[metric] = c
+        phases = [
+            {"phase": phase, "a": ea["phases"][phase], "b": eb["phases"][phase]}
+            for phase in PHASES
+            if phase in ea.get("phases", {}) and phase in eb.get("phases", {})
+        ]
         lines.append(
             {
                 "strategy": strategy,
                 "k": k,
                 "n": n,
                 "label": f"{strategy}  K={k} N={n:,}",
+                "settings": settings,
+                "settings_differ": differ,
+                "overhead_a": stats.public(verdicts.overhead(ea)),
+                "overhead_b": stats.public(verdicts.overhead(eb)),
+                "metrics": metrics,
+                "window": metrics["window"],
                 "phases": phases,
-                "window": next((p for p in phases if p["phase"] == "window"), None),
             }
         )
-    windows = [line["window"] for line in lines if line["window"]]
+    windows = [line["window"] for line in lines]
+    counts = {word: sum(w["verdict"] == word for w in windows) for word in verdicts.FLIP}
     return {
         "a": a,
         "b": b,
         "lines": lines,
-        "test": TEST,
+        "comparisons": judged,
+        "min_effect": min_effect,
+        "rule": verdicts.RULE,
+        "counts": counts,
         "only_a": [k for k in a["cases"] if k not in b["cases"]],
         "only_b": [k for k in b["cases"] if k not in a["cases"]],
         "failed": [
             (side, key)
             for side, s in (("A", a), ("B", b))
-            for key, e in s["cases"].items()
-            if not e.get("samples")
+            for key, e in pooled(read(s["directory"])).items()
+            if not e.get("rows")
         ],
-        "slower": sum(w["significant"] and w["ratio"] > 1 for w in windows),
-        "faster": sum(w["significant"] and w["ratio"] < 1 for w in windows),
-        "same": sum(not w["significant"] for w in windows),
+    }
+
+
+def compare_json(result: dict[str, Any]) -> dict[str, Any]:
+    """compare.json: what the page says, as data (the fields of verdicts.json, plus strategy)."""
+    return {
+        "schema_version": verdicts.SCHEMA_VERSION,
+        "a": {k: str(v) for k, v in result["a"].items() if k in ("directory", "run_id", "commit")},
+        "b": {k: str(v) for k, v in result["b"].items() if k in ("directory", "run_id", "commit")},
+        "min_effect": result["min_effect"],
+        "noise_floor": [
+            {"k": k, "n": n, "floor": floor}
+            for (k, n), floor in sorted(
+                {
+                    (line["k"], line["n"]): line["window"]["noise_floor"]
+                    for line in result["lines"]
+                }.items()
+            )
+        ],
+        "rule": result["rule"],
+        "comparisons": result["comparisons"],
     }
 
 
@@ -118,8 +164,11 @@ def compare(dir_a: str | Path, dir_b: str | Path, out: str | Path | None = None)
     """Write the comparison page (default DIR_B/compare.html) and return its path."""
     result = comparison(dir_a, dir_b)
     out = Path(out) if out else Path(dir_b) / "compare.html"
+    verdicts.write(out.parent, compare_json(result), COMPARE)  # the page shows what this says
     chart_lines = [
-        {"label": line["label"], **line["window"]} for line in result["lines"] if line["window"]
+        {"label": line["label"], **line["window"]}
+        for line in result["lines"]
+        if line["window"]["ratio"] is not None
     ]
     chart = charts.ratios(chart_lines, "A", "B") if chart_lines else None
     html = (
@@ -130,7 +179,10 @@ def compare(dir_a: str | Path, dir_b: str | Path, out: str | Path | None = None)
             c=result,
             chart=chart,
             details=json.dumps(
-                {side: {k: v for k, v in result[side].items() if k != "cases"} for side in "ab"},
+                {
+                    side: {k: v for k, v in result[side].items() if k not in ("cases", "floors")}
+                    for side in "ab"
+                },
                 indent=1,
                 default=str,
             ),

@@ -12,7 +12,15 @@ from reports import stats
 
 RESULTS = "results.jsonl"
 PHASES = ("reset", "forward", "backward", "update", "window", "sync")  # sync: DDP only
-CASE_KEY = ("strategy", "preset", "device", "accumulate", "live_tensors", "world_size")
+# a case's identity: every setting that changes its figures (benches.spec uses the same list)
+SWEEP_IDENTITY = ("preset", "device", "dtype", "world_size", "repeat", "warmup", "threads", "seed")
+CASE_KEY = ("strategy", "accumulate", "live_tensors", *SWEEP_IDENTITY)
+SCHEMA_VERSION = 2  # 2: paired overhead per row, held/peak memory, no baseline case
+DEFAULTS = {"dtype": "float32", "world_size": 1}
+
+
+class SchemaError(ValueError):
+    """Rows this version cannot read: one line saying which and why."""
 
 
 def read(directory: str | Path) -> list[dict[str, Any]]:
@@ -32,12 +40,19 @@ def read(directory: str | Path) -> list[dict[str, Any]]:
             except ValueError as err:
                 warnings.warn(f"{path}:{number}: skipped a corrupt line ({err})", stacklevel=2)
                 continue
+            version = row.get("schema_version", 1)
+            if version != SCHEMA_VERSION:
+                raise SchemaError(
+                    f"{path}:{number}: schema_version {version} rows cannot be read (this "
+                    f"version reads {SCHEMA_VERSION}: paired overheads and exact memory); "
+                    "rerun the sweep"
+                )
             rows.append(row)
     return rows
 
 
 def case_key(row: dict[str, Any]) -> tuple:
-    return tuple(row.get(k, 1 if k == "world_size" else None) for k in CASE_KEY)
+    return tuple(row.get(k, DEFAULTS.get(k)) for k in CASE_KEY)
 
 
 def pooled(rows: list[dict[str, Any]]) -> dict[tuple, dict[str, Any]]:

@@ -14,7 +14,8 @@ import torch
 import torch.distributed as dist
 
 import strategies
-from benches.case import AllReduceCounter, grad_check, reference_grads
+from benches.distributed import AllReduceCounter
+from benches.gradients import grad_check, reference_grads
 from benches.workload import Workload
 
 K = 3

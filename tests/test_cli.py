@@ -30,6 +30,8 @@ QUICK = [
     "0",
     "--threads",
     "1",
+    "--control",
+    "none",  # no extra processes: these tests are about the sweep's mechanics, not verdicts
 ]
 REQUIRED_FIELDS = {
     "schema_version",
@@ -85,6 +87,10 @@ def sweep(*args: str, plugin_dir: Path | None = None, **kwargs) -> subprocess.Co
         (["--timeout", "-3"], "'-3'"),
         (["--plugin", "no_such_module_zg"], "'no_such_module_zg'"),
         (["--bogus"], "--bogus"),
+        (["--min-effect", "2"], "'2'"),
+        (["--min-effect", "x"], "'x'"),
+        (["--strategies", "baseline"], "'baseline'"),
+        (["--strategies", "block", "--control", "lazy"], "'lazy'"),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(argv, named, capsys, tmp_path):
@@ -134,9 +140,26 @@ def test_rotating_order_and_rounds(tmp_path):
         ]
     )
     specs = cli.cases(cli.resolve(args), "id", {})
-    assert len(specs) == 2 * 2 * 3  # rounds x K x (baseline + 2)
-    firsts = [specs[i].strategy for i in range(0, len(specs), 3)]
-    assert firsts == ["baseline", "block", "block", "lazy"]  # each group starts elsewhere
+    assert len(specs) == 2 * 2 * 2  # rounds x K x strategies; no baseline case any more
+    firsts = [specs[i].strategy for i in range(0, len(specs), 2)]
+    assert firsts == ["block", "lazy", "lazy", "block"]  # each group starts elsewhere
+    assert not any(s.control for s in specs)  # two rounds: every strategy has two processes
+
+
+def test_one_round_adds_control_processes_at_every_k_and_n(tmp_path):
+    argv = ["run", "--preset", "tiny", "--accumulate", "1,2", "--live-tensors", "0,10"]
+    args = cli.build_parser().parse_args([*argv, "--strategies", "block,native,lazy"])
+    specs = cli.cases(cli.resolve(args), "id", {})
+    groups = {(s.accumulate, s.live_tensors) for s in specs}
+    assert len(groups) == 4
+    for k, n in groups:
+        here = [s for s in specs if (s.accumulate, s.live_tensors) == (k, n)]
+        controls = [s for s in here if s.control]
+        assert [s.strategy for s in controls] == ["native"] * (cli.CONTROL_PROCESSES - 1)
+        assert sorted(s.round for s in here if s.strategy == "native") == list(
+            range(cli.CONTROL_PROCESSES)
+        )
+        assert len({s.case_id for s in here}) == len(here)  # every process its own files
 
 
 @pytest.fixture
@@ -163,9 +186,14 @@ def plugin_dir(tmp_path) -> Path:
             def reset(self, collector):
                 time.sleep(120)
 
+        class Noop(BlockStrategy):
+            def reset(self, collector):
+                pass  # never zeroes: the second window holds two windows' gradients
+
         strategies.register("boom", Boom)
         strategies.register("sleepy", Sleepy)
         strategies.register("rank-one-fails", RankOneFails)
+        strategies.register("noop", Noop)
         """
         )
     )
@@ -186,14 +214,19 @@ def test_failing_plugin_strategy_is_a_failed_row_and_the_sweep_goes_on(plugin_di
     )
     assert done.returncode == 1, done.stderr
     rows = {r["strategy"]: r for r in read(out)}
-    assert set(rows) == {"baseline", "boom", "block"}
+    assert set(rows) == {"boom", "block"}
     assert rows["boom"]["status"] == "failed" and "boom at reset" in rows["boom"]["error"]
-    assert rows["block"]["status"] == "ok" and rows["baseline"]["status"] == "ok"
+    assert rows["block"]["status"] == "ok"
     for row in rows.values():
         assert set(row) >= REQUIRED_FIELDS, REQUIRED_FIELDS - set(row)
     ok = rows["block"]
-    assert ok["schema_version"] == 1 and ok["world_size"] == 1
+    assert ok["schema_version"] == 2 and ok["world_size"] == 1
     assert ok["grad_check"]["ok"] and ok["grad_check"]["max_rel_diff"] == 0.0
+    assert ok["grad_check"]["windows"] == 3
+    assert len(ok["samples"]["plain_window"]) == len(ok["samples"]["window"]) == 2
+    assert ok["overhead"]["pairs"] == 2 and ok["overhead"]["confidence"] is None  # < 6 pairs
+    params = ok["memory"]["param_bytes"]
+    assert ok["memory"]["held_bytes"] == params and ok["memory"]["plain_held_bytes"] == 0
     assert {"median_s", "iqr_s", "ci_low_s", "ci_high_s", "cv", "n"} <= set(ok["phases"]["window"])
     assert ok["phases"]["window"]["n"] == 2
     assert ok["env"]["torch"] and "git_commit" in ok["env"]
@@ -222,24 +255,49 @@ def test_a_case_that_times_out(plugin_dir, tmp_path):
     assert (
         rows["sleepy"]["status"] == "failed" and "timed out after 25 s" in rows["sleepy"]["error"]
     )
-    assert rows["baseline"]["status"] == "ok"
+
+
+def test_a_reset_that_does_nothing_fails_the_gradient_check(plugin_dir, tmp_path):
+    out = tmp_path / "run"
+    done = sweep(
+        *QUICK,
+        "--accumulate",
+        "2",
+        "--strategies",
+        "noop",
+        "--plugin",
+        "zg_test_plugin",
+        "--out",
+        str(out),
+        plugin_dir=plugin_dir,
+    )
+    assert done.returncode == 1
+    (row,) = read(out)
+    assert row["status"] == "failed" and "gradient check failed" in row["error"], row["error"]
 
 
 def test_resume_runs_only_what_is_missing(tmp_path):
     out = tmp_path / "run"
     assert sweep(*QUICK, "--strategies", "block,lazy", "--out", str(out)).returncode == 0
     lines = (out / "results.jsonl").read_text().splitlines()
-    assert len(lines) == 3
+    assert len(lines) == 2
     (out / "results.jsonl").write_text(lines[0] + "\n")  # as if interrupted after one case
     run_id = json.loads(lines[0])["run_id"]
     done = sweep(*QUICK, "--strategies", "block,lazy", "--out", str(out), "--resume")
     assert done.returncode == 0, done.stderr
     rows = read(out)
-    assert sorted(r["strategy"] for r in rows) == ["baseline", "block", "lazy"]
+    assert sorted(r["strategy"] for r in rows) == ["block", "lazy"]
     assert {r["run_id"] for r in rows} == {run_id}
     done = sweep(*QUICK, "--strategies", "block,lazy", "--out", str(out), "--resume")
-    assert "0 cases (3 already done)" in done.stderr
-    assert len(read(out)) == 3
+    assert "0 cases (2 already done)" in done.stderr
+    assert len(read(out)) == 2
+    # another setting would mix cases: a usage error naming it, nothing run
+    for option, value in (("--repeat", "3"), ("--seed", "1"), ("--threads", "2")):
+        args = [*QUICK, option, value, "--strategies", "block,lazy", "--out", str(out), "--resume"]
+        done = sweep(*args)
+        assert done.returncode == 2 and option in done.stderr, done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1
+    assert len(read(out)) == 2
 
 
 def test_interrupt_keeps_finished_rows_and_writes_the_report(tmp_path):
@@ -260,19 +318,39 @@ def test_interrupt_keeps_finished_rows_and_writes_the_report(tmp_path):
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 130, stderr
     rows = read(out)
-    assert 1 <= len(rows) < 7 and all(r["status"] == "ok" for r in rows)
+    assert 1 <= len(rows) < 6 and all(r["status"] == "ok" for r in rows)
     assert (out / "index.html").exists()
     assert "interrupted" in stderr
 
 
 def test_corrupt_line_is_skipped_with_a_warning(tmp_path):
-    good = {"schema_version": 1, "strategy": "block", "status": "failed", "error": "x"}
+    good = {"schema_version": 2, "strategy": "block", "status": "failed", "error": "x"}
     (tmp_path / "results.jsonl").write_text(
         json.dumps(good) + "\n" + '{"strategy": "lazy", "stat' + "\n" + json.dumps(good) + "\n"
     )
     with pytest.warns(UserWarning, match=r"results.jsonl:2: skipped a corrupt line"):
         rows = read(tmp_path)
     assert len(rows) == 2
+
+
+def test_rows_of_an_older_schema_are_refused_in_one_line(tmp_path):
+    old = {"schema_version": 1, "strategy": "block", "status": "ok"}
+    (tmp_path / "results.jsonl").write_text(json.dumps(old) + "\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "reports", "build", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "schema_version 1" in done.stderr
+
+
+def test_case_without_arguments_is_a_usage_line():
+    done = subprocess.run(
+        [sys.executable, "-m", "benches.case"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert done.returncode == 2 and done.stderr.startswith("usage: python -m benches.case")
 
 
 def test_readme_plugin_example_runs_in_a_sweep(tmp_path):
@@ -322,10 +400,10 @@ def test_world_size_two_runs_ddp_ranks_with_a_sync_phase(plugin_dir, tmp_path):
     )
     assert done.returncode == 1, done.stderr  # one case failed, on one rank: the sweep went on
     rows = {r["strategy"]: r for r in read(out)}
-    assert set(rows) == {"baseline", "lazy", "rank-one-fails"}
+    assert set(rows) == {"lazy", "rank-one-fails"}
     failed = rows["rank-one-fails"]
     assert failed["status"] == "failed" and "rank 1 gave up" in failed["error"]
-    for name in ("baseline", "lazy"):
+    for name in ("lazy",):
         row = rows[name]
         assert row["status"] == "ok" and row["world_size"] == 2
         assert row["phases"]["sync"]["n"] == 2 and row["allreduce_per_window"] >= 1

@@ -7,7 +7,7 @@ import torch
 from test_workload import concat
 
 import strategies
-from benches.case import reference_grads
+from benches.gradients import reference_grads
 from benches.workload import Workload
 
 

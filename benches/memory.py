@@ -1,0 +1,160 @@
+"""What memory a case holds and peaks at, from a pass separate from the timed one.
+
+The pass builds a fresh replica of the model (no gradients) and a fresh collector inside a
+tracker started before either exists, then runs ``MEMORY_WINDOWS`` windows of the strategy
+alone; the plain loop gets the same pass, for reference.
+
+- ``held_bytes``: gradient memory kept across windows, read right after the reset of the second
+  window: the unique storages of every ``.grad`` of the target and of every tensor the strategy
+  holds (its buffers). Exact, from the tensors; ballast is not in the target, so not counted.
+- ``peak_bytes``: the peak, during the pass, of everything allocated since before the replica
+  and the collector existed. CUDA: ``max_memory_allocated`` (peak stats reset before, the bytes
+  allocated before subtracted). CPU: memray's tracker (aggregated capture, peak heap since it
+  started); ``None`` where memray is not installed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+MEMORY_WINDOWS = 2  # held bytes are read after the first window's reset: steady state
+
+
+def _tensors(value: Any, depth: int = 0):
+    """Tensors reachable from a strategy's attributes (lists, tuples, dicts), a few levels deep."""
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif depth < 3 and isinstance(value, list | tuple | set):
+        for item in value:
+            yield from _tensors(item, depth + 1)
+    elif depth < 3 and isinstance(value, dict):
+        for item in value.values():
+            yield from _tensors(item, depth + 1)
+
+
+def held_bytes(collector) -> int:
+    """Unique storages of the target's gradients and of the strategy's own tensors."""
+    params = {id(p) for p in collector.params}
+    tensors = [p.grad for p in collector.params if p.grad is not None]
+    for value in vars(collector.strategy).values():
+        # the strategy's buffers, but not the parameters themselves (a strategy may list them)
+        tensors += [t for t in _tensors(value) if id(t) not in params]
+    storages = {}
+    for t in tensors:
+        storage = t.untyped_storage()
+        storages[(t.device, storage.data_ptr())] = storage.nbytes()
+    return sum(storages.values())
+
+
+def plain_held_bytes(model: torch.nn.Module) -> int:
+    storages = {}
+    for p in model.parameters():
+        if p.grad is not None:
+            storage = p.grad.untyped_storage()
+            storages[(p.device, storage.data_ptr())] = storage.nbytes()
+    return sum(storages.values())
+
+
+class PeakTracker:
+    """The peak of everything allocated since ``start``: CUDA allocator stats, or memray."""
+
+    def __init__(self, device: torch.device, capture: Path | None) -> None:
+        self.device, self.capture = device, capture
+        self.method = None
+        self._tracker = None
+
+    def __enter__(self) -> PeakTracker:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            self._base = torch.cuda.memory_allocated(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+            self.method = "torch.cuda.max_memory_allocated since before attach"
+            return self
+        try:
+            import memray
+        except ImportError:
+            self.method = "unavailable: memray is not installed"
+            return self
+        assert self.capture is not None
+        self.capture.unlink(missing_ok=True)
+        self._tracker = memray.Tracker(
+            self.capture,
+            native_traces=False,
+            file_format=memray.FileFormat.AGGREGATED_ALLOCATIONS,
+        )
+        self._tracker.__enter__()
+        self.method = "memray peak heap since before attach (aggregated capture)"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._tracker is not None:
+            self._tracker.__exit__(None, None, None)
+
+    def peak(self) -> int | None:
+        if self.device.type == "cuda":
+            return torch.cuda.max_memory_allocated(self.device) - self._base
+        if self._tracker is None:
+            return None
+        import memray
+
+        reader = memray.FileReader(self.capture)
+        try:
+            return int(reader.metadata.peak_memory)
+        finally:
+            reader.close()
+
+
+def memory_pass(workload, strategy: str | None, data, capture: Path | None, wrap=None) -> dict:
+    """held_bytes and peak_bytes of ``MEMORY_WINDOWS`` windows of a fresh replica."""
+    from benches.runner import Loop, replica
+
+    gc.collect()
+    if workload.device.type == "cuda":
+        torch.cuda.empty_cache()
+    held: list[int] = []
+    with PeakTracker(workload.device, capture) as tracker:
+        model = replica(workload.model)
+        loop = Loop(workload, model, strategy, wrap(model) if wrap else None)
+
+        def read_held() -> None:
+            held.append(held_bytes(loop.collector) if loop.collector else plain_held_bytes(model))
+
+        for i in range(MEMORY_WINDOWS):
+            loop.window(*data[i % len(data)], on_reset=read_held)
+        loop.close()
+    return {"held_bytes": held[-1], "peak_bytes": tracker.peak(), "peak_method": tracker.method}
+
+
+def flamegraph(capture: Path, out: Path) -> bool:
+    """memray's flamegraph of a capture (the peak's call stacks), as an offline HTML file."""
+    done = subprocess.run(
+        [sys.executable, "-m", "memray", "flamegraph", "--no-web", "-f", "-o", out, capture],
+        capture_output=True,
+        text=True,
+    )
+    return done.returncode == 0
+
+
+def status_bytes(field: str) -> int | None:
+    """A /proc/self/status figure (VmRSS, VmHWM) in bytes."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    return None
+
+
+def reset_peak_rss() -> bool:
+    """Reset VmHWM to the current RSS (Linux >= 4.0); psutil has no peak on Linux."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False

@@ -1,0 +1,188 @@
+"""How a case's windows run and are timed: the strategy's loop paired with the plain loop.
+
+Two replicas of the workload's model with the same weights live in the case's process:
+
+- the **strategy's** replica, adopted by a ``GradientCollector`` with the case's strategy;
+- the **plain** replica, which no strategy ever sees: the loop people write without us,
+  ``loss.backward()`` per micro-batch, ``optimizer.step()``, ``optimizer.zero_grad()``
+  (set_to_none). Its gradients are dropped at the end of its window, inside its clock, so a
+  process-wide search (``global``) finds nothing of it while the strategy's windows run.
+
+Both replicas see the same micro-batches and step the same optimizer on the same schedule, so
+their weights stay the same. Windows alternate in ABBA order (S P, P S, S P, ...): slow drift of
+the machine hits both sides alike, and each strategy window has its plain-loop partner.
+
+Clocks: on CPU ``perf_counter``; on CUDA events recorded on the current stream and one
+synchronisation at the end of each window, so the window runs as a real training loop does.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+PHASES = ("reset", "forward", "backward", "update", "window")
+
+
+def replica(model: torch.nn.Module) -> torch.nn.Module:
+    """A copy with the same weights and no gradients (the original keeps its own)."""
+    params = list(model.parameters())
+    grads = [p.grad for p in params]
+    for p in params:
+        p.grad = None
+    try:
+        return copy.deepcopy(model)
+    finally:
+        for p, g in zip(params, grads, strict=True):
+            p.grad = g
+
+
+class Clock:
+    """Marks on the device's timeline: ``perf_counter`` on CPU, CUDA events on the stream."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+
+    def mark(self) -> Any:
+        if self.cuda:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            return event
+        return time.perf_counter()
+
+    def settle(self, last: Any) -> None:
+        """The window's one synchronisation: wait until the last mark has happened."""
+        if self.cuda:
+            last.synchronize()
+
+    def seconds(self, start: Any, end: Any) -> float:
+        return start.elapsed_time(end) / 1e3 if self.cuda else end - start
+
+
+def cpu_stall_us() -> int | None:
+    """Linux PSI: microseconds in which some runnable task waited for a CPU, since boot."""
+    try:
+        line = Path("/proc/pressure/cpu").read_text().splitlines()[0]
+        return int(dict(f.split("=") for f in line.split()[1:])["total"])
+    except (OSError, IndexError, KeyError, ValueError):
+        return None
+
+
+class Loop:
+    """One replica's windows: with a strategy's collector, or the plain PyTorch loop."""
+
+    def __init__(self, workload, model: torch.nn.Module, strategy: str | None, ddp=None) -> None:
+        import strategies
+
+        self.workload, self.model, self.ddp = workload, model, ddp
+        self.module = ddp if ddp is not None else model  # what forward runs through
+        self.clock = Clock(workload.device)
+        self.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        self.collector = (
+            strategies.GradientCollector(self.module, strategy=strategy) if strategy else None
+        )
+
+    def window(
+        self, batches, tokens: float, update: bool = True, on_reset=None
+    ) -> dict[str, float]:
+        """One timed window; ``update=False`` leaves its gradients without stepping;
+        ``on_reset()`` runs right after the reset (the memory pass reads held bytes there)."""
+        clock, collector, loss_of = self.clock, self.collector, self.workload.loss
+        marks = [clock.mark()]
+        if collector is None:
+            self.optimizer.zero_grad(set_to_none=True)  # nothing to free: dropped at the end
+            micro_batches = self._plain_micro_batches(batches)
+        else:
+            collector.__enter__()
+            micro_batches = collector.micro_batches(batches)
+        if on_reset is not None:
+            on_reset()
+        marks.append(clock.mark())
+        for batch in micro_batches:
+            loss = loss_of(batch, tokens, self.module)
+            marks.append(clock.mark())
+            if collector is None:
+                loss.backward()
+            else:
+                collector.backward(loss)
+            marks.append(clock.mark())
+        if collector is not None:
+            collector.__exit__(None, None, None)
+        marks.append(clock.mark())
+        if update and collector is None:
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+        elif update:
+            collector.step(self.optimizer)
+        marks.append(clock.mark())
+        clock.settle(marks[-1])
+        seconds = [clock.seconds(a, b) for a, b in itertools.pairwise(marks)]
+        micro = seconds[1:-2]  # forward, backward, forward, backward, ...
+        backwards = micro[1::2]
+        timing = {
+            "reset": seconds[0] + seconds[-2],
+            "forward": sum(micro[0::2]),
+            "backward": sum(backwards),
+            "update": seconds[-1],
+            "window": clock.seconds(marks[0], marks[-1]),
+        }
+        if self.ddp is not None and len(backwards) > 1:
+            # the last backward all-reduces, the others do not: what communication added
+            timing["sync"] = backwards[-1] - statistics.median(backwards[:-1])
+        return timing
+
+    def _plain_micro_batches(self, batches):
+        for i, batch in enumerate(batches):
+            if self.ddp is not None and i < len(batches) - 1:
+                with self.ddp.no_sync():
+                    yield batch
+            else:
+                yield batch
+
+    def grads(self) -> dict[str, torch.Tensor | None]:
+        return {n: p.grad for n, p in self.model.named_parameters()}
+
+    def close(self) -> None:
+        if self.collector is not None:
+            self.collector.close()
+
+
+class PairedRunner:
+    """The strategy's loop and the plain loop side by side, in ABBA order."""
+
+    def __init__(self, workload, strategy: str, distribute=None) -> None:
+        self.workload, self._wrap = workload, distribute or (lambda model: None)
+        self.strategy = Loop(workload, workload.model, strategy, self._wrap(workload.model))
+        self.plain: Loop | None = None
+
+    def add_plain(self) -> None:
+        """The plain loop's replica, with the strategy replica's weights as they are now (after
+        the gradient check's steps); no hooks, views or buffers of the strategy."""
+        model = replica(self.workload.model)
+        self.plain = Loop(self.workload, model, None, self._wrap(model))
+
+    def pair(self, index: int, batches, tokens: float) -> tuple[dict[str, float], dict, float]:
+        """Pair ``index``: both windows, the strategy's first on even pairs (ABBA); and the
+        share of the pair's wall time in which some task waited for a CPU."""
+        assert self.plain is not None, "add_plain() first"
+        stall, start = cpu_stall_us(), time.perf_counter()
+        if index % 2 == 0:
+            mine = self.strategy.window(batches, tokens)
+            plain = self.plain.window(batches, tokens)
+        else:
+            plain = self.plain.window(batches, tokens)
+            mine = self.strategy.window(batches, tokens)
+        wall, after = time.perf_counter() - start, cpu_stall_us()
+        pressure = (after - stall) / 1e6 / wall if stall is not None and after is not None else None
+        return mine, plain, pressure
+
+    def close(self) -> None:
+        self.strategy.close()
+        if self.plain is not None:
+            self.plain.close()

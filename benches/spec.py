@@ -1,0 +1,66 @@
+"""What a case is: its settings, and which of them make up its identity.
+
+A case's identity is every setting that changes its figures. Resume skips only cases whose
+identity (and round) already has an ok row; pooling merges only rows of one identity, so rounds
+of different settings never mix.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from reports.rows import CASE_KEY as IDENTITY
+from reports.rows import SWEEP_IDENTITY
+
+__all__ = ["IDENTITY", "OPTION", "SWEEP_IDENTITY", "CaseSpec", "identity_of"]
+# the option spelling of each setting, for messages
+OPTION = {
+    "preset": "--preset",
+    "device": "--device",
+    "dtype": "dtype",
+    "world_size": "--world-size",
+    "repeat": "--repeat",
+    "warmup": "--warmup",
+    "threads": "--threads",
+    "seed": "--seed",
+}
+
+
+@dataclasses.dataclass
+class CaseSpec:
+    strategy: str
+    preset: str
+    device: str
+    accumulate: int
+    live_tensors: int
+    world_size: int = 1
+    repeat: int = 10  # measured pairs: one strategy window and one plain-loop window each
+    warmup: int = 2  # unmeasured pairs first
+    threads: int = 1
+    seed: int = 0
+    dtype: str = "float32"
+    memray: bool = False  # a flamegraph of the memory pass
+    keep_captures: bool = False  # keep memray's capture file beside the flamegraph
+    plugins: list[str] = dataclasses.field(default_factory=list)
+    run_id: str = ""
+    round: int = 0
+    control: bool = False  # an extra process of the control strategy: the between-process noise
+    out_dir: str = "."
+    git: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def case_id(self) -> str:
+        return (
+            f"{self.strategy}-k{self.accumulate}-n{self.live_tensors}-{self.preset}-"
+            f"{self.device}{f'-w{self.world_size}' if self.world_size > 1 else ''}-r{self.round}"
+        )
+
+    def identity(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in IDENTITY}
+
+
+def identity_of(row: dict[str, Any]) -> tuple:
+    """A row's identity as a hashable key; rows written before a setting existed get its default."""
+    defaults = {f.name: f.default for f in dataclasses.fields(CaseSpec)}
+    return tuple(row.get(name, defaults.get(name)) for name in IDENTITY)

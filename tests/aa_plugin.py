@@ -1,0 +1,37 @@
+"""A/A plugin: exact twins of three built-in strategies, and one with a planted slowdown.
+
+A twin is the same class registered under another name, so a sweep measures it in processes of
+its own: any verdict other than ``same``/``unclear`` between a twin and its original is a false
+difference. ``sleepy`` is ``block`` plus 50 ms of sleep in every reset (``ZEROGRAD_SLEEPY_S`` sets
+another): a real difference far beyond the noise, which the verdicts must find.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import strategies
+from strategies.block import BlockStrategy
+from strategies.lazy import LazyStrategy
+from strategies.native import NativeStrategy
+
+TWINS = {"block_twin": "block", "native_twin": "native", "lazy_twin": "lazy"}
+SLEEP_S = float(os.environ.get("ZEROGRAD_SLEEPY_S", "0.050"))
+
+
+class SleepyStrategy(BlockStrategy):
+    def reset(self, collector) -> None:
+        time.sleep(SLEEP_S)
+        super().reset(collector)
+
+
+for twin, cls in (
+    ("block_twin", BlockStrategy),
+    ("native_twin", NativeStrategy),
+    ("lazy_twin", LazyStrategy),
+):
+    if twin not in strategies.available():
+        strategies.register(twin, cls)
+if "sleepy" not in strategies.available():
+    strategies.register("sleepy", SleepyStrategy)

@@ -1,0 +1,92 @@
+"""The A/A test: exact twins of three strategies must never be called different, while a planted
+slowdown far beyond the noise must be found; inside one sweep, and between two sweeps.
+
+A statistical test on real sweeps (tiny preset, K=1, one thread). Its false-failure rate was
+measured by repeating it (see the issue note); a flaky run here is a defect of the statistics.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TWINS = {"block_twin": "block", "native_twin": "native", "lazy_twin": "lazy"}
+STRATEGIES = [*TWINS.values(), *TWINS, "sleepy"]
+
+
+def sweep(out: Path, names: list[str], sleep: str = "0.050") -> subprocess.CompletedProcess:
+    argv = ["--preset", "tiny", "--accumulate", "1", "--live-tensors", "0", "--threads", "1"]
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "benches", "run", *argv),
+            *("--strategies", ",".join(names), "--plugin", "tests.aa_plugin", "--out", str(out)),
+        ],
+        cwd=ROOT,
+        env=dict(os.environ, ZEROGRAD_SLEEPY_S=sleep),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+@pytest.fixture(scope="module")
+def first(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("aa") / "first"
+    sweep(out, STRATEGIES)
+    return out
+
+
+def _find(comparisons, a, b, metric):
+    for c in comparisons:
+        if {c["a"], c["b"]} == {a, b} and c["metric"] == metric:
+            return c
+    raise AssertionError(f"no comparison of {a} and {b} on {metric}")
+
+
+def test_twins_are_never_lower_or_higher_and_the_planted_slowdown_is_found(first):
+    result = json.loads((first / "verdicts.json").read_text())
+    comparisons = result["comparisons"]
+    for twin, original in TWINS.items():
+        window = _find(comparisons, twin, original, "window")
+        assert window["verdict"] in ("same", "unclear"), window
+        for metric in ("peak_memory", "held_memory"):
+            assert _find(comparisons, twin, original, metric)["verdict"] == "same"
+    slow = _find(comparisons, "sleepy", "block", "window")
+    expected = "higher" if slow["a"] == "sleepy" else "lower"
+    assert slow["verdict"] == expected, slow
+    assert result["noise_floor"][0]["floor"] is not None  # measured, from the control
+
+
+def test_the_report_shows_what_verdicts_json_says(first):
+    html = (first / "index.html").read_text()
+    result = json.loads((first / "verdicts.json").read_text())
+    floor = result["noise_floor"][0]["floor"]
+    assert f"{floor:.1%}" in html
+    assert "sleepy" in html and "higher" in html
+
+
+def test_two_sweeps_compare_same_except_the_planted_change(first, tmp_path):
+    second = tmp_path / "second"
+    sweep(second, ["block", "native", "sleepy"], sleep="0.0")  # sleepy loses its sleep
+    done = subprocess.run(
+        [sys.executable, "-m", "reports", "compare", str(first), str(second)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads((second / "compare.json").read_text())
+    window = {c["strategy"]: c for c in result["comparisons"] if c["metric"] == "window"}
+    assert set(window) == {"block", "native", "sleepy"}
+    for name in ("block", "native"):
+        assert window[name]["verdict"] in ("same", "unclear"), window[name]
+    assert window["sleepy"]["verdict"] == "lower", window["sleepy"]  # B (no sleep) is faster
+    assert (second / "compare.html").exists()

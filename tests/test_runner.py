@@ -1,0 +1,54 @@
+"""The paired runner: the strategy's loop and an untouched plain loop, side by side, ABBA."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from benches.runner import PairedRunner
+from benches.workload import Workload
+
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
+
+
+def make(device: str, strategy: str = "lazy"):
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    workload = Workload(preset="tiny", accumulate=2, device=device, dropout=0.0, threads=1)
+    batches = workload.batches(0)
+    runner = PairedRunner(workload, strategy)
+    runner.add_plain()
+    return workload, runner, (batches, workload.window_tokens(batches))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_pairs_time_both_loops_and_the_phases_add_up(device):
+    _, runner, data = make(device)
+    for i in range(4):
+        mine, plain, pressure = runner.pair(i, *data)
+        for timing in (mine, plain):
+            assert all(v > 0 for v in timing.values()), timing
+            parts = timing["reset"] + timing["forward"] + timing["backward"] + timing["update"]
+            # the window is one clock span; the phases are its parts (bookkeeping in between)
+            assert parts <= timing["window"] * 1.001
+            assert parts >= 0.5 * timing["window"]
+        assert pressure is None or pressure >= 0
+    runner.close()
+
+
+def test_the_plain_replica_carries_nothing_of_the_strategy():
+    _, runner, data = make("cpu", "flat")
+    strategy_params = list(runner.strategy.model.parameters())
+    plain_params = list(runner.plain.model.parameters())
+    assert runner.plain.collector is None
+    assert not {id(p) for p in strategy_params} & {id(p) for p in plain_params}
+    for a, b in zip(strategy_params, plain_params, strict=True):
+        assert torch.equal(a, b)  # the same weights
+    runner.pair(0, *data)
+    # flat's gradients are views of its buffer; the plain loop's gradients are dropped at the
+    # end of its window, so a process-wide search finds nothing of it between windows
+    assert all(p.grad is not None for p in strategy_params)
+    assert all(p.grad is None for p in plain_params)
+    for a, b in zip(strategy_params, plain_params, strict=True):
+        assert torch.equal(a, b)  # the same data and the same steps keep them the same
+    runner.close()

@@ -1,0 +1,149 @@
+"""The statistics and the verdict rule, on figures whose answer the maths gives exactly."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from reports import stats, verdicts
+
+
+@pytest.mark.parametrize(
+    ("p", "df", "expected"),
+    [
+        (0.975, 1, 12.706),
+        (0.975, 2, 4.303),
+        (0.975, 4, 2.776),
+        (0.995, 8, 3.355),
+        (0.975, 30, 2.042),
+    ],
+)
+def test_student_t_quantiles(p, df, expected):
+    assert stats.t_quantile(p, df) == pytest.approx(expected, abs=1e-3)
+
+
+def test_a_paired_ratio_with_few_pairs_says_it_has_no_95_percent_ci():
+    result = stats.paired([stats.log_ratios([2.0, 2.2, 1.8], [1.0, 1.0, 1.0])])
+    assert result["confidence"] is None and "fewer than 6 pairs" in result["method"]
+    assert (result["ci_low"], result["ci_high"]) == pytest.approx((1.8, 2.2))
+    assert result["ratio"] == pytest.approx(math.exp(np.mean(np.log([2.0, 2.2, 1.8]))))
+
+
+def test_a_paired_ratio_is_the_trimmed_mean_of_log_ratios_with_a_bootstrap_ci():
+    a = [1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7, 1.8, 1.9, 100.0]  # one window hit by a neighbour
+    b = [1.0] * 10
+    result = stats.paired([stats.log_ratios(a, b)])
+    logs = np.sort(np.log(a))[2:8]  # 20% cut from each end of 10
+    assert result["ratio"] == pytest.approx(math.exp(logs.mean()))
+    assert result["confidence"] == 0.95 and "one process" in result["method"]
+    assert result["ci_low"] < result["ratio"] < result["ci_high"]
+    two = stats.paired([stats.log_ratios(a[:5], b[:5]), stats.log_ratios(a[5:], b[5:])])
+    assert "2 processes resampled, then pairs" in two["method"]
+
+
+def test_identical_processes_give_ratio_one_between_them():
+    logs = np.log([1.01, 0.99, 1.02, 0.98, 1.0, 1.01, 0.99, 1.0])
+    a, b = stats.paired([logs], seed=1), stats.paired([logs], seed=2)
+    between = stats.ratio_between(a, b)
+    assert between["ratio"] == pytest.approx(1.0)
+    assert between["ci_low"] < 1 < between["ci_high"]
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "floor", "word"),
+    [
+        (1.10, 1.20, 0.05, "higher"),
+        (1.04, 1.20, 0.05, "unclear"),  # beyond min_effect but not beyond the noise floor
+        (0.80, 0.90, 0.05, "lower"),
+        (0.99, 1.01, 0.05, "same"),
+        (0.97, 1.01, 0.05, "unclear"),  # crosses 1 / (1 + min_effect)
+        (0.90, 0.96, 0.05, "unclear"),  # 0.96 is not below 1 / 1.05
+        (1 / 0.96, 1 / 0.90, 0.05, "unclear"),  # its mirror
+        (1.03, 1.04, 0.0, "higher"),  # beyond min_effect, floor 0
+        (1.01, 1.03, 0.0, "unclear"),
+    ],
+)
+def test_the_verdict_rule(low, high, floor, word):
+    assert verdicts.decide(low, high, 0.02, floor) == word
+    # a / b and b / a always get mirrored words, whatever order the names sort in
+    assert verdicts.decide(1 / high, 1 / low, 0.02, floor) == verdicts.FLIP[word]
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "word"),
+    [
+        (100, 100, "same"),
+        (101, 100, "same"),
+        (110, 100, "higher"),
+        (0, 100, "lower"),
+        (0, 0, "same"),
+    ],
+)
+def test_exact_memory_verdicts(a, b, word):
+    result = verdicts.decide_exact(a, b, 0.02)
+    assert result["verdict"] == word and result["ci_low"] is None
+
+
+def _row(strategy, k, ratio, split=0.01, pressure=0.0, rnd=0):
+    return {
+        "strategy": strategy,
+        "accumulate": k,
+        "live_tensors": 0,
+        "round": rnd,
+        "overhead": {"ratio": ratio, "split_half": split},
+        "cpu_pressure": {"median": pressure},
+        "samples": {"window": [ratio] * 8, "plain_window": [1.0] * 8},
+        "memory": {"held_bytes": 10, "peak_bytes": 100},
+    }
+
+
+def _entry(rows):
+    first = rows[0]
+    return {
+        "strategy": first["strategy"],
+        "accumulate": first["accumulate"],
+        "live_tensors": 0,
+        "rows": rows,
+        "phases": {"window": {}},
+    }
+
+
+def test_noise_floor_is_a_t_prediction_bound_from_the_control_processes():
+    entries = [
+        _entry([_row("native", 1, 1.0), _row("native", 1, 1.02, rnd=1)]),
+        _entry([_row("block", 1, 1.5)]),
+    ]
+    floor = verdicts.noise_floors(entries)[(1, 0)]
+    # two processes: sd = |log 1.02| / sqrt(2); bound = t(0.975, 1) * sqrt(2) * sd
+    expected = math.expm1(stats.t_quantile(0.975, 1) * math.log(1.02))
+    assert floor["between_processes_bound"] == pytest.approx(expected, rel=1e-6)
+    assert floor["between_processes_observed"] == pytest.approx(0.02)
+    assert floor["in_process"] == pytest.approx(math.expm1(0.01))
+    assert floor["floor"] == pytest.approx(expected) and floor["df"] == 1
+
+
+def test_without_a_second_process_the_floor_is_unknown_and_time_is_never_lower_or_higher():
+    entries = [_entry([_row("native", 1, 1.0)]), _entry([_row("block", 1, 3.0)])]
+    result = verdicts.verdicts(entries, 0.02)
+    assert result["noise_floor"][0]["floor"] is None
+    window = [c for c in result["comparisons"] if c["metric"] == "window"]
+    assert [c["verdict"] for c in window] == ["unclear"]
+
+
+def test_every_unordered_pair_once_per_metric_and_k():
+    entries = [
+        _entry([_row(s, k, 1.0), _row(s, k, 1.0, rnd=1)]) for s in ("a", "b", "c") for k in (1, 4)
+    ]
+    result = verdicts.verdicts(entries, 0.02)
+    keys = [(c["a"], c["b"], c["k"], c["metric"]) for c in result["comparisons"]]
+    assert len(keys) == len(set(keys)) == 3 * 2 * len(verdicts.METRICS)
+    assert {frozenset((a, b)) for a, b, _, _ in keys} == {
+        frozenset(p) for p in (("a", "b"), ("a", "c"), ("b", "c"))
+    }
+    for c in result["comparisons"]:
+        assert {"a", "b", "k", "n", "case", "metric", "ratio", "ci_low", "ci_high"} <= set(c)
+        assert {"significant", "verdict"} <= set(c)
+    flipped = verdicts.lookup(result, "b", "a", 1, 0, "peak_memory")
+    assert (flipped["a"], flipped["b"], flipped["verdict"]) == ("b", "a", "same")
