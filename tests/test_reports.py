@@ -201,12 +201,12 @@ def write_run(
 
 
 OVERHEADS = {"native": 1.0, "lazy": 0.7, "block": 1.1, "global": 1.3, "flat": 0.5}
-PEAKS = {"native": 9.5, "lazy": 10.0, "block": 9.0, "global": 9.5, "flat": 8.0}  # MiB
+PEAKS = {"native": 9.5, "lazy": 10.0, "block": 9.0, "global": 9.5, "flat": 10.5}  # MiB
 
 
 def standard_rows(seed: int = 0, plain: float = 0.010, ks=(1, 2), ns=(0, 10_000)) -> list[dict]:
     """lazy fastest (planted 0.7 of native), block leanest, global's reset grows with N; flat
-    would win both but ran under CPU pressure; native in three processes (two controls), so
+    would be fastest but ran under CPU pressure; native in three processes (two controls), so
     the noise floor is measured at every K and N."""
     rows = []
     for k in ks:
@@ -259,7 +259,7 @@ def test_answer_names_fastest_by_overhead_and_leanest_by_peak(tmp_path):
     report = analysis.report(directory)
     assert report["default"] == (1, 0)
     answer = report["answer"]
-    assert answer["excluded_noisy"] == ["flat"]  # fastest and leanest, but measured under pressure
+    assert answer["excluded_noisy"] == ["flat"]  # fastest, but measured under pressure
     assert answer["candidates"] == 4
     fastest = answer["fastest"]
     assert fastest["strategy"] == "lazy"
@@ -343,8 +343,9 @@ def test_noisy_cases_are_left_out_of_the_answer(tmp_path):
     answer = report["answer"]
     assert answer["excluded_noisy"] == ["lazy"]
     assert answer["fastest"]["strategy"] == "block"
-    assert answer["leanest"]["strategy"] == "block"
-    assert "lazy" not in answer["advice"]
+    # memory is exact, so CPU pressure does not disqualify it: the noisy case is still leanest
+    assert answer["leanest"]["strategy"] == "lazy"
+    assert "Use `lazy`" not in answer["advice"]
     assert report["noisy"] == ["lazy-k1-n0-tiny-cpu-r0"]
     lazy = next(c for c in report["cases"] if c["strategy"] == "lazy")
     assert lazy["noisy"] and lazy["cpu_pressure"] == pytest.approx(0.15)
