@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import warnings
 from collections import defaultdict
 from pathlib import Path
@@ -78,3 +79,14 @@ def pooled(rows: list[dict[str, Any]]) -> dict[tuple, dict[str, Any]]:
             entry["phases"] = {p: stats.summarize(v) for p, v in samples.items() if v}
         out[key] = entry
     return out
+
+
+def finite(value: Any) -> Any:
+    """JSON has no NaN or infinity: a missing figure is null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite(v) for v in value]
+    return value

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from reports import stats
+from reports.rows import finite
 
 SCHEMA_VERSION = 1
 VERDICTS = "verdicts.json"
@@ -296,14 +297,3 @@ def write(directory: str | Path, result: dict[str, Any], name: str = VERDICTS) -
     tmp.write_text(json.dumps(finite(result), indent=1, allow_nan=False))
     tmp.replace(path)
     return path
-
-
-def finite(value: Any) -> Any:
-    """JSON has no NaN or infinity: a missing figure is null."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [finite(v) for v in value]
-    return value
