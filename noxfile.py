@@ -118,6 +118,17 @@ def report(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON, reuse_venv=True, default=False)
+def gate(session: nox.Session) -> None:
+    """compare BEFORE AFTER, then gate AFTER/compare.json (exit 1 on a `higher` window)."""
+    if len(session.posargs) < 2:
+        session.error("usage: nox -s gate -- BEFORE AFTER [--fail-on WORD] [--metric M]...")
+    before, after, *rest = session.posargs
+    install_project(session)
+    session.run("python", "-m", "reports", "compare", before, after)
+    session.run("python", "-m", "reports", "gate", os.path.join(after, "compare.json"), *rest)
+
+
+@nox.session(python=PYTHON, reuse_venv=True, default=False)
 def asv(session: nox.Session) -> None:
     """asv run over RANGE (default: the last 5 commits of main), then asv publish."""
     # asv builds its own environments (asv.conf.json, torch held by constraints.txt): this one

@@ -1,7 +1,10 @@
-"""``python -m reports``: build a results directory's HTML report, or compare two runs.
+"""``python -m reports``: build a results directory's HTML report, compare two runs, or gate.
 
-    python -m reports build DIR                        # writes DIR/index.html
+    python -m reports build DIR                        # writes DIR/index.html, DIR/verdicts.json
     python -m reports compare DIR_A DIR_B [--out FILE] # writes FILE (default DIR_B/compare.html)
+                                                       # and compare.json beside it
+    python -m reports gate FILE [--fail-on higher] [--metric window]... [--pair A,B]
+                                                       # exit 1 when a comparison has that verdict
 
 A usage error is one line on stderr naming the bad value, and exit status 2.
 """
@@ -13,7 +16,7 @@ import sys
 from pathlib import Path
 
 PROG = "python -m reports"
-COMMANDS = ("build", "compare")
+COMMANDS = ("build", "compare", "gate")
 
 
 class UsageError(Exception):
@@ -36,6 +39,17 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("dir_a", type=Path, metavar="DIR_A")
     compare.add_argument("dir_b", type=Path, metavar="DIR_B")
     compare.add_argument("--out", type=Path, help="the page to write (default DIR_B/compare.html)")
+    gate = commands.add_parser(
+        "gate", help="exit 1 when a comparison of compare.json or verdicts.json has a verdict"
+    )
+    gate.add_argument("file", type=Path, metavar="FILE", help="compare.json or verdicts.json")
+    gate.add_argument("--fail-on", default="higher", help="the verdict that fails (default higher)")
+    gate.add_argument(
+        "--metric",
+        action="append",
+        help="window, peak_memory or held_memory; repeatable (default window)",
+    )
+    gate.add_argument("--pair", help="A,B: the comparison of a verdicts.json to gate")
     return parser
 
 
@@ -55,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         if args.command not in COMMANDS:
             raise UsageError(f"missing command; valid commands: {', '.join(COMMANDS)}")
+        if args.command == "gate":
+            return run_gate(args)
         if args.command == "build":
             directory = results_dir(args.directory)
         else:
@@ -82,6 +98,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG}: error: {err}", file=sys.stderr)
         return 2
     return 0
+
+
+def run_gate(args: argparse.Namespace) -> int:
+    from reports.gate import GateError, gate, parse_pair
+
+    try:
+        code, lines = gate(args.file, args.fail_on, args.metric, parse_pair(args.pair))
+    except GateError as err:
+        raise UsageError(str(err)) from None
+    for line in lines:
+        print(line)
+    return code
 
 
 if __name__ == "__main__":

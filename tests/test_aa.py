@@ -44,6 +44,14 @@ def first(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.fixture(scope="module")
+def second(tmp_path_factory) -> Path:
+    """Another sweep of three of them, in which sleepy lost its sleep: the planted change."""
+    out = tmp_path_factory.mktemp("aa") / "second"
+    sweep(out, ["block", "native", "sleepy"], sleep="0.0")
+    return out
+
+
 def _find(comparisons, a, b, metric):
     for c in comparisons:
         if {c["a"], c["b"]} == {a, b} and c["metric"] == metric:
@@ -73,9 +81,7 @@ def test_the_report_shows_what_verdicts_json_says(first):
     assert "sleepy" in html and "higher" in html
 
 
-def test_two_sweeps_compare_same_except_the_planted_change(first, tmp_path):
-    second = tmp_path / "second"
-    sweep(second, ["block", "native", "sleepy"], sleep="0.0")  # sleepy loses its sleep
+def test_two_sweeps_compare_same_except_the_planted_change(first, second):
     done = subprocess.run(
         [sys.executable, "-m", "reports", "compare", str(first), str(second)],
         cwd=ROOT,
@@ -90,3 +96,41 @@ def test_two_sweeps_compare_same_except_the_planted_change(first, tmp_path):
         assert window[name]["verdict"] in ("same", "unclear"), window[name]
     assert window["sleepy"]["verdict"] == "lower", window["sleepy"]  # B (no sleep) is faster
     assert (second / "compare.html").exists()
+
+
+def gate(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "reports", "gate", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+
+
+def test_the_gate_passes_twins_and_fails_the_planted_slowdown(first):
+    verdicts_json = str(first / "verdicts.json")
+    for twin, original in TWINS.items():
+        done = gate(verdicts_json, "--pair", f"{twin},{original}")
+        assert done.returncode == 0 and done.stdout.startswith("gate passed"), done.stdout
+    done = gate(verdicts_json, "--pair", "sleepy,block")
+    assert done.returncode == 1
+    (line,) = done.stdout.splitlines()
+    assert line.startswith("higher: sleepy / block K=1 N=0 window ratio ") and "95% CI" in line
+    done = gate(verdicts_json)  # one sweep always holds real differences: say which pair
+    assert done.returncode == 2 and "--pair" in done.stderr
+
+
+def test_the_gate_on_two_runs(first, second, tmp_path):
+    for before, after, code in ((first, second, 0), (second, first, 1)):
+        page = str(tmp_path / f"{after.name}.html")
+        compared = subprocess.run(
+            [sys.executable, "-m", "reports", "compare", str(before), str(after), "--out", page],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
+        assert compared.returncode == 0, compared.stderr
+        done = gate(str(tmp_path / "compare.json"))
+        assert done.returncode == code, done.stdout
+        if code:  # the run with the sleep is the regression: sleepy, and only sleepy
+            assert [line.split()[1] for line in done.stdout.splitlines()] == ["sleepy"]

@@ -1,0 +1,134 @@
+"""``python -m reports gate FILE``: a CI verdict from ``compare.json`` or ``verdicts.json``.
+
+Exit 1 when any selected comparison has the ``--fail-on`` verdict (default ``higher``), one line
+per offending comparison; 0 otherwise, also when nothing matched (said in one line); 2 on a bad
+file or argument (``reports.__main__`` turns ``GateError`` into that).
+
+A ``compare.json`` holds one comparison per case of run B against the same case of run A, so it
+is gated as it is. A ``verdicts.json`` compares the strategies of one sweep with each other, and
+one sweep always holds real differences (``global`` against ``block``), so ``--pair A,B`` must
+say which comparison matters; it is read as A against B whichever order it was stored in.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+WORDS = ("lower", "higher", "same", "unclear")
+METRICS = ("window", "peak_memory", "held_memory")
+
+
+class GateError(ValueError):
+    """A bad file or argument: one line, exit 2."""
+
+
+def load(path: Path) -> tuple[str, dict[str, Any]]:
+    """('compare' or 'verdicts', the file's content), or a GateError naming what is wrong."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise GateError(f"cannot read {str(path)!r}: {err.strerror or err}") from None
+    except ValueError as err:
+        raise GateError(f"{str(path)!r} is not JSON ({err})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("comparisons"), list):
+        raise GateError(
+            f"{str(path)!r} has no 'comparisons' list; valid files: compare.json "
+            "(python -m reports compare) or verdicts.json (a sweep's)"
+        )
+    kind = "compare" if all("strategy" in c for c in data["comparisons"]) else "verdicts"
+    return kind, data
+
+
+def _flip(c: dict[str, Any]) -> dict[str, Any]:
+    def inv(x):
+        return 1 / x if x else None
+
+    flip = {"lower": "higher", "higher": "lower"}
+    return {
+        **c,
+        "a": c["b"],
+        "b": c["a"],
+        "ratio": inv(c.get("ratio")),
+        "ci_low": inv(c.get("ci_high")),
+        "ci_high": inv(c.get("ci_low")),
+        "verdict": flip.get(c["verdict"], c["verdict"]),
+    }
+
+
+def select(
+    kind: str, data: dict[str, Any], metrics: list[str], pair: tuple[str, str] | None
+) -> list[dict[str, Any]]:
+    """The comparisons the gate looks at, oriented as asked."""
+    out = []
+    for c in data["comparisons"]:
+        if c.get("metric") not in metrics:
+            continue
+        if kind == "verdicts":
+            assert pair is not None
+            if (c.get("a"), c.get("b")) == pair:
+                out.append(c)
+            elif (c.get("b"), c.get("a")) == pair:
+                out.append(_flip(c))
+        else:
+            out.append(c)
+    return out
+
+
+def describe(c: dict[str, Any]) -> str:
+    """strategy, K, N, metric, ratio and CI: one line."""
+    who = c["strategy"] if "strategy" in c else f"{c['a']} / {c['b']}"
+    ratio = "-" if c.get("ratio") is None else f"{c['ratio']:.3f}"
+    if c.get("ci_low") is None:
+        interval = "exact" if c.get("metric") != "window" else "no CI"
+    else:
+        level = "95% CI" if c.get("confidence") else "bounds"
+        interval = f"{level} {c['ci_low']:.3f}-{c['ci_high']:.3f}"
+    return (
+        f"{c['verdict']}: {who} K={c.get('k')} N={c.get('n')} {c['metric']} "
+        f"ratio {ratio} ({interval})"
+    )
+
+
+def gate(
+    path: Path,
+    fail_on: str = "higher",
+    metrics: list[str] | None = None,
+    pair: tuple[str, str] | None = None,
+) -> tuple[int, list[str]]:
+    """(exit code, lines to print)."""
+    if fail_on not in WORDS:
+        raise GateError(f"--fail-on {fail_on!r} is not a verdict; valid: {', '.join(WORDS)}")
+    metrics = metrics or ["window"]
+    for metric in metrics:
+        if metric not in METRICS:
+            raise GateError(f"--metric {metric!r} is unknown; valid: {', '.join(METRICS)}")
+    kind, data = load(path)
+    if kind == "verdicts" and pair is None:
+        raise GateError(
+            f"{str(path)!r} is a sweep's verdicts.json, which compares strategies with each "
+            "other: name the comparison that matters with --pair A,B"
+        )
+    if kind == "compare" and pair is not None:
+        raise GateError(
+            f"--pair applies to a verdicts.json; {str(path)!r} is a compare.json "
+            "(run B's cases against run A's)"
+        )
+    chosen = select(kind, data, metrics, pair)
+    what = f"metric {', '.join(metrics)}" + (f", pair {pair[0]},{pair[1]}" if pair else "")
+    if not chosen:
+        return 0, [f"gate: no comparison matched ({what}) in {path}; nothing to gate"]
+    bad = [c for c in chosen if c.get("verdict") == fail_on]
+    if bad:
+        return 1, [describe(c) for c in bad]
+    return 0, [f"gate passed: {len(chosen)} comparisons ({what}), none {fail_on}"]
+
+
+def parse_pair(text: str | None) -> tuple[str, str] | None:
+    if text is None:
+        return None
+    names = [n.strip() for n in text.split(",")]
+    if len(names) != 2 or not all(names):
+        raise GateError(f"--pair {text!r} is not two strategy names; valid: --pair A,B")
+    return names[0], names[1]
