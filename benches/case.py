@@ -146,7 +146,8 @@ def memory_figures(workload, spec: CaseSpec, data, wrap, rank: int) -> dict[str,
             "memory_windows": memory.MEMORY_WINDOWS,
             "memray_flamegraph": None,
         }
-        if spec.memray and capture.exists() and rank == 0:
+        # a flamegraph page is ~4.5 MB (memray's viewer): none for the control's extra processes
+        if spec.memray and capture.exists() and rank == 0 and not spec.control:
             page = directory / f"{spec.case_id}.html"
             if memory.flamegraph(capture, page):
                 figures["memray_flamegraph"] = str(page.relative_to(spec.out_dir))
