@@ -186,8 +186,8 @@ def summarise(spec, workload, samples, check, memory_row, allreduce_calls) -> di
         "cpu_pressure": {
             "median": statistics.median(pressure) if pressure else None,
             "max": max(pressure) if pressure else None,
-            "measure": "share of each pair's wall time in which some task waited for a CPU "
-            "(/proc/pressure/cpu total)",
+            "measure": "per pair, the larger of its two windows' share of wall time in which "
+            "some task waited for a CPU (/proc/pressure/cpu total, read around each window)",
         },
         "allreduce_per_window": statistics.median(allreduce_calls) if world > 1 else None,
         "memory": memory_row,

@@ -168,19 +168,19 @@ class PairedRunner:
         self.plain = Loop(self.workload, model, None, self._wrap(model))
 
     def pair(self, index: int, batches, tokens: float) -> tuple[dict[str, float], dict, float]:
-        """Pair ``index``: both windows, the strategy's first on even pairs (ABBA); and the
-        share of the pair's wall time in which some task waited for a CPU."""
+        """Pair ``index``: both windows, the strategy's first on even pairs (ABBA); and the CPU
+        pressure, sampled per window (the larger of the two)."""
         assert self.plain is not None, "add_plain() first"
-        stall, start = cpu_stall_us(), time.perf_counter()
-        if index % 2 == 0:
-            mine = self.strategy.window(batches, tokens)
-            plain = self.plain.window(batches, tokens)
-        else:
-            plain = self.plain.window(batches, tokens)
-            mine = self.strategy.window(batches, tokens)
-        wall, after = time.perf_counter() - start, cpu_stall_us()
-        pressure = (after - stall) / 1e6 / wall if stall is not None and after is not None else None
-        return mine, plain, pressure
+        loops = (self.strategy, self.plain) if index % 2 == 0 else (self.plain, self.strategy)
+        timings, pressures = {}, []
+        for loop in loops:
+            stall, start = cpu_stall_us(), time.perf_counter()
+            timings[id(loop)] = loop.window(batches, tokens)
+            wall, after = time.perf_counter() - start, cpu_stall_us()
+            if stall is not None and after is not None and wall > 0:
+                pressures.append((after - stall) / 1e6 / wall)
+        pressure = max(pressures) if pressures else None
+        return timings[id(self.strategy)], timings[id(self.plain)], pressure
 
     def close(self) -> None:
         self.strategy.close()

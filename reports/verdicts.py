@@ -46,7 +46,7 @@ VERDICTS = "verdicts.json"
 METRICS = ("window", "peak_memory", "held_memory")
 MEMORY_KEYS = {"peak_memory": "peak_bytes", "held_memory": "held_bytes"}
 DEFAULT_MIN_EFFECT = 0.02
-NOISY_PRESSURE = 0.10  # median share of a pair's time in which some task waited for a CPU
+NOISY_PRESSURE = 0.10  # median over pairs of the share of a window in which a task waited for a CPU
 PREDICTION_LEVEL = 0.95
 FLOOR_METHOD = (
     "max of: the plain loop against itself in one process (odd vs even windows, median over "
