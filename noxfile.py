@@ -130,14 +130,20 @@ def gate(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON, reuse_venv=True, default=False)
 def asv(session: nox.Session) -> None:
-    """asv run over RANGE (default: the last 5 commits of main), then asv publish."""
+    """asv run over RANGE (default: the last 5 commits of main), asv publish, the history page."""
     # asv builds its own environments (asv.conf.json, torch held by constraints.txt): this one
-    # only needs asv itself
-    session.install(*CONSTRAINTS, "asv==0.6.6", "virtualenv")
+    # needs asv itself, and what `python -m reports history` imports (no torch)
+    session.install(*CONSTRAINTS, "asv==0.6.6", "virtualenv", "numpy", "jinja2", "matplotlib")
     commits = int(session.run("git", "rev-list", "--count", "main", silent=True, external=True))
     default = "main" if commits <= 5 else "main~5..main"  # "main" alone: every commit of main
     session.run("asv", "machine", "--yes")  # the machine's name and specs, once per user
-    session.run("asv", "run", "--show-stderr", *(session.posargs or [default]))
+    # --record-samples: every process's figure goes into the results, so the history page can
+    # tell a change between commits from the spread between processes of one commit
+    session.run("asv", "run", "--show-stderr", "--record-samples", *(session.posargs or [default]))
     session.run("asv", "publish")
+    # prints its verdict counts, then the page's path
+    session.run("python", "-m", "reports", "history", ".asv")
     index = os.path.abspath(os.path.join(".asv", "html", "index.html"))
-    session.log(f"asv site: {index} (serve it with `asv preview`)")
+    history = os.path.abspath(os.path.join(".asv", "history.html"))
+    session.log(f"asv site: {index} (serve it with `asv preview`; it loads scripts from CDNs)")
+    session.log(f"history page: {history} (self-contained: opens offline)")

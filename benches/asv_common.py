@@ -13,8 +13,12 @@ from __future__ import annotations
 
 import functools
 import gc
+import json
+import math
 import os
 import statistics
+import subprocess
+import sys
 import time
 from abc import ABC, abstractmethod
 from typing import ClassVar
@@ -194,3 +198,143 @@ def interleaved_medians(a, b, rounds: int) -> tuple[float, float]:
             fn()
             out.append(clock() - start)
     return statistics.median(ta), statistics.median(tb)
+
+
+# -- the paired overhead: a strategy's window over the plain loop's, in one process -------------
+class PlainWindow(Window):
+    """The plain PyTorch loop on a replica of its own, which no strategy ever sees.
+
+    Built from its own workload with the suite's seed, so its weights are those of the strategy's
+    replica (every ``workload()`` builds the same weights), and it sees the same batches. Each of
+    its windows drops its gradients at the end (``set_to_none``), as ``benches.runner`` does, so
+    a process-wide search (``global``) finds nothing of it while the strategy's windows run.
+    """
+
+    def __init__(self, work: Workload) -> None:
+        super().__init__(None, work)
+
+    def run(self) -> None:
+        self.run_plain()
+        self.model.zero_grad(set_to_none=True)
+
+
+@functools.cache
+def plain_window(**options) -> PlainWindow:
+    """The plain loop's warm window for these workload options, built once per process."""
+    torch.set_num_threads(THREADS)
+    result = PlainWindow(workload(**options))
+    result.run()  # warm, as window() warms the strategy's: both have taken one step
+    gc.collect()
+    return result
+
+
+def paired_ratio(ours, plain, pairs: int, warmup: int = 1) -> float:
+    """``ours()`` over ``plain()``: exp of the 20%-trimmed mean of per-pair log ratios.
+
+    Pair i times both calls back to back, ours first on even pairs and the plain loop first on
+    odd ones (ABBA), so slow drift of the machine hits both sides alike; ``warmup`` pairs run
+    first, untimed. The estimate is the sweep's (``reports.stats``): robust to a window that a
+    neighbour hit, on either side.
+    """
+    from reports import stats  # asv links reports/ into its environments (asv.conf.json)
+
+    for _ in range(warmup):
+        ours()
+        plain()
+    ta: list[float] = []
+    tb: list[float] = []
+    clock = time.perf_counter
+    for i in range(pairs):
+        for fn, out in ((ours, ta), (plain, tb)) if i % 2 == 0 else ((plain, tb), (ours, ta)):
+            start = clock()
+            fn()
+            out.append(clock() - start)
+    return math.exp(stats.trimmed_mean(stats.log_ratios(ta, tb)))
+
+
+# A fresh interpreter measures one more process's ratio. It imports ``benches`` from this file's
+# folder, as asv's runner does (by that package's name only), never by putting the checkout root
+# first on sys.path, whose strategies/ would stand in for the commit asv installed; ``reports``
+# from where this process found it, appended after the installed packages.
+_CHILD = """
+import importlib.util, json, sys
+root, args = sys.argv[1], json.loads(sys.argv[2])
+sys.path.append(sys.argv[3])
+spec = importlib.util.spec_from_file_location(
+    "benches", root + "/__init__.py", submodule_search_locations=[root]
+)
+package = importlib.util.module_from_spec(spec)
+sys.modules["benches"] = package
+spec.loader.exec_module(package)
+from benches.asv_common import paired_process
+sys.stdout.write("\\n%r\\n" % paired_process(*args))
+"""
+
+
+def paired_process(strategy: str, pairs: int, warmup: int, device: str, options: dict) -> float:
+    """This process's paired ratio of ``strategy`` at these workload options."""
+    require_strategy(strategy)
+    ours = window(strategy, device=device, **options)
+    plain = plain_window(device=device, **options)
+    return paired_ratio(ours.run, plain.run, pairs, warmup)
+
+
+def paired_in_fresh_process(
+    strategy: str, pairs: int, warmup: int, device: str, options: dict, timeout: float
+) -> float:
+    """``paired_process`` in a new interpreter (this one's, so the same installed commit)."""
+    import reports  # asv links reports/ into its environments (asv.conf.json)
+
+    root = os.path.dirname(os.path.abspath(__file__))
+    found = os.path.dirname(os.path.dirname(os.path.abspath(reports.__file__)))
+    args = json.dumps([strategy, pairs, warmup, device, options])
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD, root, args, found],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"the paired process failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    return float(done.stdout.strip().splitlines()[-1])
+
+
+class PairedOverheadMixin(Benchmark):
+    """The strategy's window over the plain loop's window, paired in one process (ABBA).
+
+    Two replicas with the same weights live in a measuring process: the strategy's, adopted by
+    its collector (``window``), and the plain loop's (``plain_window``), untouched by the
+    strategy's hooks, views or buffers. A process's figure is the sweep's paired ratio over
+    ``pairs`` pairs: unitless, and immune to how fast this machine or process happens to be.
+
+    asv runs a track in one process per commit (only timing benchmarks have ``rounds``), and
+    identical processes differ: so the track measures ``processes_per_commit`` of them, this
+    one and fresh interpreters started from it, and returns their ratios as asv *samples*
+    (``{"samples": [r1, r2], "number": 1}``; asv 0.6.6 reads any result of that shape as
+    samples: ``asv/runner.py``, ``run_benchmark``). asv's value is then the median over the
+    processes, its ``stats_ci_99_*`` and ``stats_q_*`` are taken between processes, and
+    ``asv run --record-samples`` keeps every process's ratio: the spread between processes that
+    ``python -m reports history`` needs to tell a change between commits from noise.
+    """
+
+    pairs = 12
+    warmup_pairs = 1
+    processes_per_commit = 2  # not `processes`: asv reads that as the old name of `rounds`
+
+    def setup(self, strategy: str, *params) -> None:
+        super().setup(strategy, *params)  # the strategy's replica: skips where it is missing
+        self.plain = plain_window(device=self.device, **self.options(*params))
+
+    def track_window_over_plain(self, strategy: str, *params) -> dict:
+        ratios = [paired_ratio(self.window.run, self.plain.run, self.pairs, self.warmup_pairs)]
+        options = self.options(*params)
+        budget = self.timeout / 2 / max(1, self.processes_per_commit - 1)
+        for _ in range(self.processes_per_commit - 1):
+            ratios.append(
+                paired_in_fresh_process(
+                    strategy, self.pairs, self.warmup_pairs, self.device, options, budget
+                )
+            )
+        return {"samples": ratios, "number": 1}
+
+    track_window_over_plain.unit = "ratio"

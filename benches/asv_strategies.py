@@ -16,6 +16,7 @@ import torch
 from benches.asv_common import (
     STRATEGIES,
     Benchmark,
+    PairedOverheadMixin,
     PeakmemWindowMixin,
     TimeResetMixin,
     TimeWindowMixin,
@@ -28,6 +29,20 @@ from benches.asv_common import (
 
 class StrategyWindow(TimeWindowMixin):
     """A whole window (reset, K forward+backward, finish, step) over accumulation steps K."""
+
+    params: ClassVar[list] = [STRATEGIES, [1, 4]]
+    param_names: ClassVar[list] = ["strategy", "accumulate"]
+
+    def options(self, accumulate: int) -> dict:
+        return {"accumulate": accumulate}
+
+
+class StrategyOverhead(PairedOverheadMixin):
+    """Each strategy's window over the plain loop's, paired in one process, over K.
+
+    The figure decided on over commits (``python -m reports history``): unpaired times of two
+    commits come from two processes, which differ by more than most changes on a shared machine.
+    """
 
     params: ClassVar[list] = [STRATEGIES, [1, 4]]
     param_names: ClassVar[list] = ["strategy", "accumulate"]

@@ -1,10 +1,12 @@
-"""``python -m reports``: build a results directory's HTML report, compare two runs, or gate.
+"""``python -m reports``: build a sweep's report, compare two runs, gate, or draw asv's history.
 
     python -m reports build DIR                        # writes DIR/index.html, DIR/verdicts.json
     python -m reports compare DIR_A DIR_B [--out FILE] # writes FILE (default DIR_B/compare.html)
                                                        # and compare.json beside it
     python -m reports gate FILE [--fail-on higher] [--metric window]... [--pair A,B]
                                                        # exit 1 when a comparison has that verdict
+    python -m reports history [ASV_DIR] [--min-effect F]
+                                                       # writes ASV_DIR/history.html (default .asv)
 
 A usage error is one line on stderr naming the bad value, and exit status 2.
 """
@@ -16,7 +18,7 @@ import sys
 from pathlib import Path
 
 PROG = "python -m reports"
-COMMANDS = ("build", "compare", "gate")
+COMMANDS = ("build", "compare", "gate", "history")
 
 
 class UsageError(Exception):
@@ -50,6 +52,23 @@ def build_parser() -> argparse.ArgumentParser:
         help="window, peak_memory or held_memory; repeatable (default window)",
     )
     gate.add_argument("--pair", help="A,B: the comparison of a verdicts.json to gate")
+    history = commands.add_parser(
+        "history", help="ASV_DIR/history.html: asv's results over commits, with verdicts"
+    )
+    history.add_argument(
+        "asv_dir",
+        type=Path,
+        nargs="?",
+        default=Path(".asv"),
+        metavar="ASV_DIR",
+        help="the directory holding asv's results/ (default .asv)",
+    )
+    history.add_argument(
+        "--min-effect",
+        type=float,
+        default=0.02,
+        help="the smallest change that matters, a fraction (default 0.02)",
+    )
     return parser
 
 
@@ -71,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError(f"missing command; valid commands: {', '.join(COMMANDS)}")
         if args.command == "gate":
             return run_gate(args)
+        if args.command == "history":
+            return run_history(args)
         if args.command == "build":
             directory = results_dir(args.directory)
         else:
@@ -110,6 +131,24 @@ def run_gate(args: argparse.Namespace) -> int:
     for line in lines:
         print(line)
     return code
+
+
+def run_history(args: argparse.Namespace) -> int:
+    if not 0 <= args.min_effect < 1:
+        raise UsageError(f"invalid --min-effect {args.min_effect!r}; valid: a fraction in [0, 1)")
+    from reports.history import HistoryError, write
+
+    try:
+        page, shown = write(args.asv_dir, args.min_effect)
+    except HistoryError as err:
+        raise UsageError(str(err)) from None
+    counts = shown["counts"]
+    print(
+        f"{len(shown['steps'])} steps over {len(shown['commits'])} commits: "
+        + ", ".join(f"{counts[w]} {w}" for w in ("higher", "lower", "same", "unclear"))
+    )
+    print(page)
+    return 0
 
 
 if __name__ == "__main__":

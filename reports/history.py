@@ -1,0 +1,493 @@
+"""``python -m reports history [ASV_DIR]``: asv's results over commits as one self-contained page.
+
+Reads what asv itself wrote (``ASV_DIR/results/benchmarks.json`` and
+``ASV_DIR/results/<machine>/<hash>-<env>.json``, parsed as ``asv.results.Results.load`` does)
+and writes ``ASV_DIR/history.html``: inline CSS and inline SVG (matplotlib), no script, nothing
+fetched, so it opens from disk on a machine without internet, where asv's own site cannot.
+
+Per benchmark, one chart of every parameter set's value over commits; between consecutive
+commits of a series a verdict word, ``lower``, ``higher``, ``same`` or ``unclear``, decided by
+``reports.verdicts.decide`` (the one place a verdict is decided) with one of these rules, and the
+page names the rule beside every verdict:
+
+- **paired** (unit ``ratio``: a strategy's window over the plain loop's, in one process): the
+  step's ratio r = after / before against ``t = max(min_effect, noise floor)``; the floor is the
+  larger of the largest spread between the processes that measured one commit (asv's samples,
+  one per process: ``benches.asv_common.PairedOverheadMixin``) seen on this benchmark, and a 99%
+  Student-t prediction bound for two single processes, from the between-process SD pooled over
+  the benchmark. Without several processes per commit the floor is unknown, and no paired step
+  is ``lower`` or ``higher``.
+- **unpaired** (``time_*``, ``peakmem_*``: each commit measured in its own processes): the
+  step's interval runs from min(after) / max(before) to max(after) / min(before), over asv's raw
+  samples of each commit (its 99% CI where samples were not recorded), against
+  ``t = max(min_effect, q)``, where q is the largest change of this benchmark over the quiet
+  steps: steps between commits where nothing changed, which a paired benchmark with a measured
+  floor judged and no paired benchmark called lower or higher. Without a quiet step q is
+  unknown, and no unpaired step is ``lower`` or ``higher``.
+
+So an A/A history (the same code measured at every commit) comes out ``same`` or ``unclear``:
+its paired steps stay inside the floor their own processes measured, and every one of its steps
+is quiet, so q is at least each unpaired step's own change.
+"""
+
+from __future__ import annotations
+
+import datetime
+import itertools
+import math
+import re
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from matplotlib.figure import Figure
+
+from reports import charts, stats, verdicts
+from reports.asv_results import (  # noqa: F401 (re-exported: the page's readers use them)
+    BENCHMARKS,
+    MACHINE,
+    RESULTS,
+    HistoryError,
+    Point,
+    Series,
+    commit_order,
+    finite_number,
+    load,
+    read_result_file,
+    results_dir,
+)
+
+PAGE = "history.html"
+TEMPLATE = "history.html.j2"
+DEFAULT_MIN_EFFECT = verdicts.DEFAULT_MIN_EFFECT
+PREDICTION_LEVEL = 0.99
+PAIRED_UNIT = "ratio"
+WORDS = ("higher", "lower", "unclear", "same")  # the summary's order: regressions first
+RING = {"higher": "#9d1018", "lower": "#12612a"}  # the page's colours for the two words
+
+RULES = {
+    "paired": (
+        "Paired figure (unit ratio: the strategy's window over the plain PyTorch loop's, both "
+        "timed in one process). r = value after / value before; t = max(min_effect, noise "
+        "floor), where the noise floor is the larger of (a) the largest spread between the "
+        "processes that measured one commit, seen on this benchmark at any commit and any "
+        "parameter set (from asv's raw samples, one per process; from asv's 99% CI of the "
+        "median where samples were not recorded) and (b) a 99% Student-t prediction bound for "
+        "two single processes, from the between-process SD pooled over the benchmark. higher: "
+        "r > 1 + t; lower: r < 1 / (1 + t); same: r inside [1 / (1 + min_effect), "
+        "1 + min_effect]; unclear otherwise."
+    ),
+    "paired-no-spread": (
+        "Paired figure without a spread between processes (one process measured each commit: "
+        "asv keeps a single number per commit for a track that returns one): the noise floor "
+        "is unknown, so the step is never lower or higher; same when r = after / before is "
+        "inside [1 / (1 + min_effect), 1 + min_effect], unclear otherwise."
+    ),
+    "unpaired": (
+        "Unpaired figure (time_*, peakmem_*: each commit measured in processes of its own, "
+        "which differ by more than most changes on a shared machine). The step's interval runs "
+        "from min(after) / max(before) to max(after) / min(before), over asv's raw samples of "
+        "all processes of each commit (asv's 99% CI of the median where samples were not "
+        "recorded; the value alone where asv has neither); t = max(min_effect, q), where q is "
+        "the largest change max(after / before, before / after) - 1 of this benchmark, any "
+        "parameter set, over the quiet steps of this history: steps between commits where "
+        "nothing changed, that is, steps that a paired benchmark with a measured noise floor "
+        "judged and that no paired benchmark called lower or higher. higher: the whole "
+        "interval above 1 + t; lower: the whole interval below 1 / (1 + t); same: the whole "
+        "interval inside [1 / (1 + min_effect), 1 + min_effect]; unclear otherwise."
+    ),
+    "unpaired-no-quiet": (
+        "Unpaired figure in a history without a quiet step (no paired benchmark with a "
+        "measured noise floor found a step that changed nothing): the noise between commits "
+        "is unknown, so the step is never lower or higher; same when its whole interval (as "
+        "above) is inside [1 / (1 + min_effect), 1 + min_effect], unclear otherwise."
+    ),
+}
+RULE_NAMES = {
+    "paired": "paired",
+    "paired-no-spread": "paired, no process spread",
+    "unpaired": "unpaired",
+    "unpaired-no-quiet": "unpaired, no quiet step",
+}
+
+
+# -- verdicts --------------------------------------------------------------------------------------
+def is_paired(bench: dict[str, Any]) -> bool:
+    return bench.get("unit") == PAIRED_UNIT
+
+
+def paired_floor(series: list[Series]) -> dict[str, Any]:
+    """A paired benchmark's noise floor on one machine and env, from asv's processes.
+
+    Fractions: ``observed`` is the largest spread max/min - 1 between the processes of one
+    commit (raw samples), or of asv's 99% CI where samples were not recorded; ``bound`` the
+    99% prediction bound for two single processes, pooled over the benchmark's parameter sets
+    and commits. ``floor`` is their maximum, None when no commit had several processes.
+    """
+    deviations: list[float] = []
+    df = 0
+    spreads: list[float] = []
+    ci_spreads: list[float] = []
+    for s in series:
+        for p in s.points:
+            xs = p.process_values()
+            if xs is not None:
+                logs = [math.log(x) for x in xs]
+                mean = sum(logs) / len(logs)
+                deviations += [(x - mean) ** 2 for x in logs]
+                df += len(logs) - 1
+                spreads.append(max(logs) - min(logs))
+            elif p.ci is not None and p.ci[0] > 0 and (p.repeat or 0) > 1:
+                ci_spreads.append(math.log(p.ci[1] / p.ci[0]))
+    bound = stats.prediction_bound(deviations, df, PREDICTION_LEVEL) if df else None
+    observed = max(spreads + ci_spreads) if spreads or ci_spreads else None
+    known = [x for x in (observed, bound) if x is not None]
+    return {
+        "observed": math.expm1(observed) if observed is not None else None,
+        "observed_from": "raw samples" if spreads else ("asv's 99% CI" if ci_spreads else None),
+        "bound": math.expm1(bound) if bound is not None else None,
+        "df": df,
+        "floor": math.expm1(max(known)) if known else None,
+    }
+
+
+def _step(before: Point, after: Point) -> dict[str, Any]:
+    return {
+        "from": before.commit,
+        "to": after.commit,
+        "from_date": before.date,
+        "to_date": after.date,
+        "before": before.value,
+        "after": after.value,
+        "ratio": after.value / before.value if before.value > 0 and after.value >= 0 else None,
+    }
+
+
+def judge_paired(series: list[Series], min_effect: float) -> dict[str, Any]:
+    """Verdicts of every step of a paired benchmark's series (one machine and env)."""
+    noise = paired_floor(series)
+    floor = noise["floor"]
+    rule = "paired" if floor is not None else "paired-no-spread"
+    threshold = max(min_effect, floor) if floor is not None else None
+    for s in series:
+        s.steps = []
+        for before, after in itertools.pairwise(s.points):
+            step = _step(before, after)
+            r = step["ratio"]
+            word = (
+                verdicts.decide(r, r, min_effect, floor if floor is not None else math.inf)
+                if r is not None
+                else "unclear"
+            )
+            step.update(low=r, high=r, threshold=threshold, verdict=word, rule=rule)
+            s.steps.append(step)
+    return {**noise, "rule": rule, "threshold": threshold}
+
+
+def _interval(before: Point, after: Point) -> tuple[float, float] | None:
+    """The step's interval from the two commits' spreads (the values where there is none)."""
+    lo_a, hi_a = before.spread() or (before.value, before.value)
+    lo_b, hi_b = after.spread() or (after.value, after.value)
+    if lo_a <= 0 or hi_a <= 0 or lo_b < 0:
+        return None
+    return (lo_b / hi_a, hi_b / lo_a)
+
+
+def judge_unpaired(
+    series: list[Series], order: list[str], quiet: set[tuple[str, str]], min_effect: float
+) -> dict[str, Any]:
+    """Verdicts of every step of an unpaired benchmark's series (one machine and env).
+
+    ``order``: the commits of the machine and env, oldest first; ``quiet``: the transitions
+    (commit, next commit) of that order where nothing changed. A step of a series is quiet when
+    every transition it spans is (a series may skip a commit).
+    """
+    changes: list[float] = []
+    for s in series:
+        for before, after in itertools.pairwise(s.points):
+            r = _step(before, after)["ratio"]
+            if r and _spans_quiet(order, before.commit, after.commit, quiet):
+                changes.append(abs(math.log(r)))
+    q = math.expm1(max(changes)) if changes else None
+    rule = "unpaired" if q is not None else "unpaired-no-quiet"
+    threshold = max(min_effect, q) if q is not None else None
+    for s in series:
+        s.steps = []
+        for before, after in itertools.pairwise(s.points):
+            step = _step(before, after)
+            interval = _interval(before, after)
+            low, high = interval if interval is not None else (None, None)
+            word = verdicts.decide(low, high, min_effect, q if q is not None else math.inf)
+            step.update(
+                low=low,
+                high=high,
+                threshold=threshold,
+                verdict=word,
+                rule=rule,
+                quiet=_spans_quiet(order, before.commit, after.commit, quiet),
+            )
+            s.steps.append(step)
+    return {"quiet_change": q, "quiet_steps": len(changes), "rule": rule, "threshold": threshold}
+
+
+def _spans_quiet(order: list[str], a: str, b: str, quiet: set[tuple[str, str]]) -> bool:
+    if a not in order or b not in order:
+        return False
+    i, j = order.index(a), order.index(b)
+    return all((order[k], order[k + 1]) in quiet for k in range(i, j))
+
+
+def quiet_transitions(paired: list[Series], order: list[str]) -> set[tuple[str, str]]:
+    """Transitions between consecutive commits (of ``order``) where nothing changed: some
+    paired step with a measured noise floor spans them, and no paired step spanning them was
+    called lower or higher."""
+    covered: set[tuple[str, str]] = set()
+    moved: set[tuple[str, str]] = set()
+    position = {c: i for i, c in enumerate(order)}
+    for s in paired:
+        for step in s.steps:
+            i, j = position.get(step["from"]), position.get(step["to"])
+            if i is None or j is None:
+                continue
+            spanned = {(order[k], order[k + 1]) for k in range(i, j)}
+            if step["rule"] == "paired":  # a floor was measured: "not lower or higher" means it
+                covered |= spanned
+            if step["verdict"] in ("lower", "higher"):
+                moved |= spanned
+    return covered - moved
+
+
+def judge(history: dict[str, Any], min_effect: float) -> dict[str, Any]:
+    """Verdicts for every series' steps; per benchmark and group, the noise it was judged by."""
+    benchmarks = history["benchmarks"]
+    by_group: dict[tuple[str, str], dict[str, list[Series]]] = defaultdict(
+        lambda: defaultdict(list)
+    )
+    for s in history["series"]:
+        by_group[s.group][s.benchmark].append(s)
+    noise: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for group, benches in by_group.items():
+        order = [c["commit"] for c in history["commits"] if (c["machine"], c["env"]) == group]
+        paired_series = []
+        for name, here in benches.items():
+            if is_paired(benchmarks[name]):
+                noise[(name, *group)] = judge_paired(here, min_effect)
+                paired_series += here
+        quiet = quiet_transitions(paired_series, order)
+        for name, here in benches.items():
+            if not is_paired(benchmarks[name]):
+                noise[(name, *group)] = judge_unpaired(here, order, quiet, min_effect)
+    return noise
+
+
+# -- the page --------------------------------------------------------------------------------------
+def _date(ms: int | None) -> str:
+    if ms is None:
+        return "no date"
+    return datetime.datetime.fromtimestamp(ms / 1e3, datetime.UTC).strftime("%Y-%m-%d %H:%M")
+
+
+def scale(unit: str | None, values: list[float]) -> tuple[float, str]:
+    """(factor, label) so the figures read in a natural unit."""
+    top = max((abs(v) for v in values if finite_number(v)), default=0.0)
+    if unit == "seconds":
+        if top and top < 1e-3:
+            return 1e6, "µs"
+        return (1e3, "ms") if top < 1 else (1.0, "s")
+    if unit == "bytes":
+        return 1 / 2**20, "MiB"
+    if unit == PAIRED_UNIT:
+        return 1.0, "× the plain loop"
+    return 1.0, unit or ""
+
+
+def params_label(bench: dict[str, Any], combo: tuple[str, ...]) -> str:
+    if not combo:
+        return "(no parameters)"
+    names = bench.get("param_names") or [f"p{i}" for i in range(len(combo))]
+    return ", ".join(f"{n}={v.strip(chr(39))}" for n, v in zip(names, combo, strict=False))
+
+
+def slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", name).strip("-")
+
+
+def short(name: str) -> str:
+    """A benchmark's name without its module: ``Class.method`` (asv's names are dotted)."""
+    parts = name.split(".")
+    return ".".join(parts[-2:]) if len(parts) > 2 else name
+
+
+def chart(name: str, bench: dict[str, Any], series: list[Series], many_groups: bool) -> str:
+    """Every parameter set's value over commits; bars: the spread the verdicts use."""
+    order = sorted(
+        {(p.commit, p.date) for s in series for p in s.points},
+        key=lambda cd: commit_order(cd[1], cd[0]),
+    )
+    x_of = {c: i for i, (c, _) in enumerate(order)}
+    factor, label = scale(bench.get("unit"), [p.value for s in series for p in s.points])
+    fig = Figure(figsize=(charts.WIDTH, 4.8), layout="constrained")
+    ax = fig.add_subplot()
+    values = []
+    for i, s in enumerate(series):
+        xs = [x_of[p.commit] for p in s.points]
+        ys = [p.value * factor for p in s.points]
+        values += ys
+        low, high = [], []
+        for p, y in zip(s.points, ys, strict=True):
+            lo, hi = p.spread() or (p.value, p.value)
+            low.append(max(0.0, y - lo * factor))
+            high.append(max(0.0, hi * factor - y))
+        text = ", ".join(v.strip("'") for v in s.params) or short(name)
+        if many_groups:
+            text += f" [{s.machine}, {s.env}]"
+        style = charts.style(i)
+        ax.errorbar(xs, ys, yerr=[low, high], label=text, capsize=3, linewidth=1.3, **style)
+        for step in s.steps:  # a ring around the later commit of a lower/higher step
+            if step["verdict"] in ("lower", "higher"):
+                ax.plot(
+                    x_of[step["to"]],
+                    step["after"] * factor,
+                    "o",
+                    markersize=16,
+                    markerfacecolor="none",
+                    markeredgecolor=RING[step["verdict"]],
+                    markeredgewidth=2,
+                )
+    finite = [v for v in values if finite_number(v) and v > 0]
+    if finite and max(finite) / min(finite) > 20:
+        ax.set_yscale("log")
+    ax.set_xticks(range(len(order)))
+    ax.set_xticklabels(
+        [f"{c[:8]}\n{_date(d)[:10]}" for c, d in order],
+        rotation=0 if len(order) <= 8 else 45,
+        fontsize="small",
+    )
+    ax.set_xlim(-0.5, len(order) - 0.5)
+    ax.set_xlabel("commit (hash, commit date)")
+    ax.set_ylabel(f"{bench.get('unit') or 'value'} ({label})")
+    ax.set_title(short(name))
+    ax.grid(alpha=0.3)
+    names = ", ".join(bench.get("param_names") or [])
+    fig.legend(
+        loc="outside lower center",
+        fontsize="small",
+        ncols=min(4, max(1, len(series))),
+        title=names or None,
+        title_fontsize="small",
+    )
+    return charts.to_svg(fig, "h-" + slug(name))
+
+
+def _size(step: dict[str, Any]) -> float:
+    r = step["ratio"]
+    return abs(math.log(r)) if r else 0.0
+
+
+def history_page(asv_dir: Path, min_effect: float = DEFAULT_MIN_EFFECT) -> dict[str, Any]:
+    """What the page shows: benchmarks with charts, series, steps, and the summary."""
+    history = load(asv_dir)
+    noise = judge(history, min_effect)
+    benchmarks = history["benchmarks"]
+    groups = {s.group for s in history["series"]}
+    many_groups = len(groups) > 1
+    sections = []
+    steps: list[dict[str, Any]] = []
+    by_bench: dict[str, list[Series]] = defaultdict(list)
+    for s in history["series"]:
+        by_bench[s.benchmark].append(s)
+    for name in sorted(by_bench):
+        bench, here = benchmarks[name], by_bench[name]
+        factor, label = scale(bench.get("unit"), [p.value for s in here for p in s.points])
+        rows = []
+        for s in here:
+            text = params_label(bench, s.params)
+            for step in s.steps:
+                row = {
+                    **step,
+                    "benchmark": name,
+                    "short": short(name),
+                    "anchor": "b-" + slug(name),
+                    "params": text,
+                    "machine": s.machine,
+                    "env": s.env,
+                    "factor": factor,
+                    "label": label,
+                }
+                rows.append(row)
+                steps.append(row)
+        commits = sorted(
+            {(p.commit, p.date) for s in here for p in s.points},
+            key=lambda cd: commit_order(cd[1], cd[0]),
+        )
+        table = [
+            {
+                "params": params_label(bench, s.params)
+                + (f" [{s.machine}, {s.env}]" if many_groups else ""),
+                "values": [next((p for p in s.points if p.commit == c), None) for c, _ in commits],
+            }
+            for s in here
+        ]
+        sections.append(
+            {
+                "name": name,
+                "short": short(name),
+                "anchor": "b-" + slug(name),
+                "unit": bench.get("unit"),
+                "type": bench.get("type"),
+                "kind": "paired" if is_paired(bench) else "unpaired",
+                "rounds": bench.get("rounds"),
+                "processes": max(
+                    (len(p.process_values() or [p.value]) for s in here for p in s.points),
+                    default=1,
+                ),
+                "param_names": bench.get("param_names") or [],
+                "chart": chart(name, bench, here, many_groups),
+                "noise": [
+                    {"machine": g[0], "env": g[1], **noise[(name, *g)]}
+                    for g in sorted({s.group for s in here})
+                ],
+                "steps": rows,
+                "commits": [{"commit": c, "date": _date(d)} for c, d in commits],
+                "table": table,
+                "factor": factor,
+                "label": label,
+            }
+        )
+    counts = {w: sum(1 for s in steps if s["verdict"] == w) for w in WORDS}
+    changed = sorted(
+        (s for s in steps if s["verdict"] in ("higher", "lower")),
+        key=lambda s: (WORDS.index(s["verdict"]), -_size(s)),
+    )
+    return {
+        "asv_dir": str(asv_dir),
+        "min_effect": min_effect,
+        "level": PREDICTION_LEVEL,
+        "commits": [{**c, "when": _date(c["date"])} for c in history["commits"]],
+        "files": history["files"],
+        "stale": history["stale"],
+        "unreadable": history["unreadable"],
+        "sections": sections,
+        "steps": steps,
+        "changed": changed,
+        "counts": counts,
+        "rules": RULES,
+        "rule_names": RULE_NAMES,
+        "many_groups": many_groups,
+    }
+
+
+def write(asv_dir: str | Path, min_effect: float = DEFAULT_MIN_EFFECT) -> tuple[Path, dict]:
+    """Write ASV_DIR/history.html; return its path and what it shows."""
+    from reports.build import environment
+
+    asv_dir = Path(asv_dir)
+    page = history_page(asv_dir, min_effect)
+    html = (
+        environment()
+        .get_template(TEMPLATE)
+        .render(title=f"zerograd over commits: {asv_dir.resolve().name or asv_dir}", h=page)
+    )
+    out = asv_dir / PAGE
+    out.write_text(html, encoding="utf-8")
+    return out, page
