@@ -308,6 +308,9 @@ def test_interrupt_keeps_finished_rows_and_writes_the_report(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # a shell's background job starts with SIGINT ignored, and Python then never raises
+        # KeyboardInterrupt: give the sweep the default handler, however the tests were started
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     results = out / "results.jsonl"
     deadline = time.monotonic() + 240
