@@ -71,7 +71,7 @@ def run_case(spec: CaseSpec) -> dict[str, Any] | None:
     allreduce = distributed.AllReduceCounter(runner.strategy.ddp) if world > 1 else None
 
     check = gradients.check_windows(
-        runner, workload, data, references, gradients.GRAD_TOLERANCE[spec.dtype]
+        runner.strategy, workload, data, references, gradients.GRAD_TOLERANCE[spec.dtype]
     )
     del every, references
     if world > 1:

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from benches import envinfo, gradients, memory, results
-from benches.spec import OPTION, SWEEP_IDENTITY, CaseSpec, identity_of
+from benches.spec import OPTION, SWEEP_IDENTITY, CaseSpec
 from benches.workload import PRESETS
+from reports.rows import case_key
 
 DEFAULT_RUNS = envinfo.ROOT / "reports" / "runs"
 DEVICES = ("auto", "cpu", "cuda")
@@ -284,24 +285,20 @@ def case_settings(sweep: Sweep) -> dict[str, Any]:
 
 def same_settings(sweep: Sweep) -> None:
     """--resume with other settings than the run's would mix cases: a usage error naming one."""
-    run_file = sweep.out / "run.json"
     try:
-        recorded = json.loads(run_file.read_text()).get("case_settings") or {}
+        run = json.loads((sweep.out / "run.json").read_text())
     except (OSError, ValueError):
         return
-    mine = case_settings(sweep)
-    for name in SWEEP_IDENTITY:
-        if name in recorded and recorded[name] != mine[name]:
+    recorded = {**(run.get("case_settings") or {})}
+    if "min_effect" in (run.get("sweep") or {}):
+        recorded["min_effect"] = run["sweep"]["min_effect"]
+    mine = {**case_settings(sweep), "min_effect": sweep.min_effect}
+    for name, value in recorded.items():
+        if name in mine and value != mine[name]:
             raise UsageError(
-                f"--resume: {OPTION[name]} {mine[name]} differs from the run's {recorded[name]} "
+                f"--resume: {OPTION[name]} {mine[name]} differs from the run's {value} "
                 f"in {str(sweep.out)!r}; resume with the same settings, or use a new --out"
             )
-    recorded_sweep = json.loads(run_file.read_text()).get("sweep") or {}
-    if recorded_sweep.get("min_effect", sweep.min_effect) != sweep.min_effect:
-        raise UsageError(
-            f"--resume: --min-effect {sweep.min_effect} differs from the run's "
-            f"{recorded_sweep['min_effect']}; resume with the same settings"
-        )
 
 
 # -- the cases ------------------------------------------------------------------------------------
@@ -324,9 +321,8 @@ def cases(sweep: Sweep, run_id: str, git: dict[str, Any]) -> list[CaseSpec]:
     for round_ in range(sweep.rounds):
         for g, (k, n) in enumerate(groups):
             names = [(name, round_, False) for name in sweep.strategies]
-            if (
-                sweep.rounds == 1 and control != "none"
-            ):  # the control's extra processes, spread through the group
+            # with one round, the control's extra processes, spread through the group
+            if sweep.rounds == 1 and control != "none":
                 for extra in range(1, CONTROL_PROCESSES):
                     names.insert(extra * len(names) // CONTROL_PROCESSES, (control, extra, True))
             shift = (g + round_) % len(names)
@@ -436,7 +432,7 @@ def start_run(sweep: Sweep) -> tuple[str, set[tuple]]:
     if sweep.resume and run_file.exists():
         run_id = json.loads(run_file.read_text())["run_id"]
         done = {
-            (identity_of(r), r.get("round", 0))
+            (case_key(r), r.get("round", 0))
             for r in results.read(sweep.out)
             if r.get("status") == "ok"
         }
@@ -481,7 +477,7 @@ def sweep_main(sweep: Sweep) -> int:
     todo = [
         c
         for c in cases(sweep, run_id, envinfo.git_state())
-        if (identity_of(dataclasses.asdict(c)), c.round) not in done
+        if (case_key(dataclasses.asdict(c)), c.round) not in done
     ]
     console = Console(stderr=True)
     console.print(

@@ -40,17 +40,22 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def psi_cpu(field: str) -> float | None:
+    """A field of Linux PSI's CPU line ``some avg10=.. avg60=.. avg300=.. total=..``."""
+    try:
+        line = Path("/proc/pressure/cpu").read_text().splitlines()[0]
+        return float(dict(f.split("=") for f in line.split()[1:])[field])
+    except (OSError, IndexError, KeyError, ValueError):
+        return None
+
+
 def cpu_pressure() -> float | None:
     """Share of the last 10 s in which some runnable task waited for a CPU (Linux PSI), in %.
 
     On a shared 2-core machine this is the figure that says a timing is suspect: when another
     tenant takes a core, torch's two threads wait on each other and small ops slow down 10-100x.
     """
-    try:
-        line = Path("/proc/pressure/cpu").read_text().splitlines()[0]
-        return float(dict(f.split("=") for f in line.split()[1:])["avg10"])
-    except (OSError, IndexError, KeyError, ValueError):
-        return None
+    return psi_cpu("avg10")
 
 
 def environment(device: str | torch.device = "cpu") -> dict[str, object]:

@@ -58,13 +58,12 @@ def grad_check(got: dict[str, torch.Tensor | None], expected, tolerance: float) 
     }
 
 
-def check_windows(runner, workload, windows, references, tolerance: float) -> dict[str, Any]:
+def check_windows(loop, workload, windows, references, tolerance: float) -> dict[str, Any]:
     """Check the strategy's gradients over consecutive windows, stepping in between.
 
     ``windows``: (batches, tokens) of this rank per window; ``references``: (batches, tokens)
     whose reference gradient the window must equal (the global batch under DDP).
     """
-    loop = runner.strategy
     worst: dict[str, Any] | None = None
     for w, ((batches, tokens), (every, every_tokens)) in enumerate(
         zip(windows, references, strict=True)

@@ -39,13 +39,8 @@ def _tensors(value: Any, depth: int = 0):
             yield from _tensors(item, depth + 1)
 
 
-def held_bytes(collector) -> int:
-    """Unique storages of the target's gradients and of the strategy's own tensors."""
-    params = {id(p) for p in collector.params}
-    tensors = [p.grad for p in collector.params if p.grad is not None]
-    for value in vars(collector.strategy).values():
-        # the strategy's buffers, but not the parameters themselves (a strategy may list them)
-        tensors += [t for t in _tensors(value) if id(t) not in params]
+def storage_bytes(tensors) -> int:
+    """Bytes of the unique storages behind ``tensors`` (views of one buffer count once)."""
     storages = {}
     for t in tensors:
         storage = t.untyped_storage()
@@ -53,13 +48,18 @@ def held_bytes(collector) -> int:
     return sum(storages.values())
 
 
+def held_bytes(collector) -> int:
+    """Unique storages of the target's gradients and of the strategy's own tensors."""
+    params = {id(p) for p in collector.params}
+    tensors = [p.grad for p in collector.params if p.grad is not None]
+    for value in vars(collector.strategy).values():
+        # the strategy's buffers, but not the parameters themselves (a strategy may list them)
+        tensors += [t for t in _tensors(value) if id(t) not in params]
+    return storage_bytes(tensors)
+
+
 def plain_held_bytes(model: torch.nn.Module) -> int:
-    storages = {}
-    for p in model.parameters():
-        if p.grad is not None:
-            storage = p.grad.untyped_storage()
-            storages[(p.device, storage.data_ptr())] = storage.nbytes()
-    return sum(storages.values())
+    return storage_bytes(p.grad for p in model.parameters() if p.grad is not None)
 
 
 class PeakTracker:

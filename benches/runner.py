@@ -22,10 +22,11 @@ import copy
 import itertools
 import statistics
 import time
-from pathlib import Path
 from typing import Any
 
 import torch
+
+from benches.envinfo import psi_cpu
 
 PHASES = ("reset", "forward", "backward", "update", "window")
 
@@ -63,15 +64,6 @@ class Clock:
 
     def seconds(self, start: Any, end: Any) -> float:
         return start.elapsed_time(end) / 1e3 if self.cuda else end - start
-
-
-def cpu_stall_us() -> int | None:
-    """Linux PSI: microseconds in which some runnable task waited for a CPU, since boot."""
-    try:
-        line = Path("/proc/pressure/cpu").read_text().splitlines()[0]
-        return int(dict(f.split("=") for f in line.split()[1:])["total"])
-    except (OSError, IndexError, KeyError, ValueError):
-        return None
 
 
 class Loop:
@@ -171,16 +163,15 @@ class PairedRunner:
         """Pair ``index``: both windows, the strategy's first on even pairs (ABBA); and the CPU
         pressure, sampled per window (the larger of the two)."""
         assert self.plain is not None, "add_plain() first"
-        loops = (self.strategy, self.plain) if index % 2 == 0 else (self.plain, self.strategy)
+        order = [("mine", self.strategy), ("plain", self.plain)]
         timings, pressures = {}, []
-        for loop in loops:
-            stall, start = cpu_stall_us(), time.perf_counter()
-            timings[id(loop)] = loop.window(batches, tokens)
-            wall, after = time.perf_counter() - start, cpu_stall_us()
+        for role, loop in order if index % 2 == 0 else order[::-1]:
+            stall, start = psi_cpu("total"), time.perf_counter()  # total: stalled microseconds
+            timings[role] = loop.window(batches, tokens)
+            wall, after = time.perf_counter() - start, psi_cpu("total")
             if stall is not None and after is not None and wall > 0:
                 pressures.append((after - stall) / 1e6 / wall)
-        pressure = max(pressures) if pressures else None
-        return timings[id(self.strategy)], timings[id(self.plain)], pressure
+        return timings["mine"], timings["plain"], max(pressures) if pressures else None
 
     def close(self) -> None:
         self.strategy.close()

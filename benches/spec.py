@@ -13,7 +13,7 @@ from typing import Any
 from reports.rows import CASE_KEY as IDENTITY
 from reports.rows import SWEEP_IDENTITY
 
-__all__ = ["IDENTITY", "OPTION", "SWEEP_IDENTITY", "CaseSpec", "identity_of"]
+__all__ = ["IDENTITY", "OPTION", "SWEEP_IDENTITY", "CaseSpec"]
 # the option spelling of each setting, for messages
 OPTION = {
     "preset": "--preset",
@@ -24,6 +24,7 @@ OPTION = {
     "warmup": "--warmup",
     "threads": "--threads",
     "seed": "--seed",
+    "min_effect": "--min-effect",
 }
 
 
@@ -58,9 +59,3 @@ class CaseSpec:
 
     def identity(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in IDENTITY}
-
-
-def identity_of(row: dict[str, Any]) -> tuple:
-    """A row's identity as a hashable key; rows written before a setting existed get its default."""
-    defaults = {f.name: f.default for f in dataclasses.fields(CaseSpec)}
-    return tuple(row.get(name, defaults.get(name)) for name in IDENTITY)

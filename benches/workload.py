@@ -397,8 +397,7 @@ class Workload:
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=autocast):
             if module is None:
                 module = self.ddp if self.ddp is not None else self.model
-            model = module
-            logits = model(batch.src, batch.tgt_in, batch.src_pad_mask, batch.tgt_pad_mask)
+            logits = module(batch.src, batch.tgt_in, batch.src_pad_mask, batch.tgt_pad_mask)
             total = F.cross_entropy(
                 logits.flatten(0, 1),  # (B*T, V)
                 batch.tgt_out.flatten(),  # (B*T,)

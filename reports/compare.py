@@ -30,12 +30,15 @@ def _side(directory: Path) -> dict[str, Any]:
     first = ok[0] if ok else (rows[0] if rows else {})
     env = {**(run.get("env") or {}), **(first.get("env") or {})}
     cases: dict[tuple, dict[str, Any]] = {}
+    failed = []
     for entry in pooled(rows).values():
         key = (entry["strategy"], entry["accumulate"], entry["live_tensors"])
         # one run normally holds one setting of each; keep the first if it holds more
         if entry.get("rows"):
             cases.setdefault(key, entry)
-    floors = verdicts.noise_floors([e for e in cases.values() if e.get("rows")])
+        else:
+            failed.append(key)
+    floors = verdicts.noise_floors(list(cases.values()))
     return {
         "directory": directory,
         "name": directory.resolve().name,
@@ -51,6 +54,7 @@ def _side(directory: Path) -> dict[str, Any]:
         "rows": len(rows),
         "ok_rows": len(ok),
         "cases": cases,
+        "failed": failed,
         "floors": floors,
         "min_effect": analysis.min_effect_of(run),
     }
@@ -130,12 +134,7 @@ def comparison(dir_a: str | Path, dir_b: str | Path) -> dict[str, Any]:
         "counts": counts,
         "only_a": [k for k in a["cases"] if k not in b["cases"]],
         "only_b": [k for k in b["cases"] if k not in a["cases"]],
-        "failed": [
-            (side, key)
-            for side, s in (("A", a), ("B", b))
-            for key, e in pooled(read(s["directory"])).items()
-            if not e.get("rows")
-        ],
+        "failed": [(side, key) for side, s in (("A", a), ("B", b)) for key in s["failed"]],
     }
 
 

@@ -16,8 +16,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-WORDS = ("lower", "higher", "same", "unclear")
-METRICS = ("window", "peak_memory", "held_memory")
+from reports.verdicts import FLIP, METRICS, invert
+
+WORDS = tuple(FLIP)
 
 
 class GateError(ValueError):
@@ -41,22 +42,6 @@ def load(path: Path) -> tuple[str, dict[str, Any]]:
     return kind, data
 
 
-def _flip(c: dict[str, Any]) -> dict[str, Any]:
-    def inv(x):
-        return 1 / x if x else None
-
-    flip = {"lower": "higher", "higher": "lower"}
-    return {
-        **c,
-        "a": c["b"],
-        "b": c["a"],
-        "ratio": inv(c.get("ratio")),
-        "ci_low": inv(c.get("ci_high")),
-        "ci_high": inv(c.get("ci_low")),
-        "verdict": flip.get(c["verdict"], c["verdict"]),
-    }
-
-
 def select(
     kind: str, data: dict[str, Any], metrics: list[str], pair: tuple[str, str] | None
 ) -> list[dict[str, Any]]:
@@ -70,7 +55,7 @@ def select(
             if (c.get("a"), c.get("b")) == pair:
                 out.append(c)
             elif (c.get("b"), c.get("a")) == pair:
-                out.append(_flip(c))
+                out.append(invert(c))
         else:
             out.append(c)
     return out

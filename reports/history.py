@@ -124,27 +124,25 @@ def paired_floor(series: list[Series]) -> dict[str, Any]:
     99% prediction bound for two single processes, pooled over the benchmark's parameter sets
     and commits. ``floor`` is their maximum, None when no commit had several processes.
     """
-    deviations: list[float] = []
-    df = 0
-    spreads: list[float] = []
+    processes: list[list[float]] = []
     ci_spreads: list[float] = []
     for s in series:
         for p in s.points:
             xs = p.process_values()
             if xs is not None:
-                logs = [math.log(x) for x in xs]
-                mean = sum(logs) / len(logs)
-                deviations += [(x - mean) ** 2 for x in logs]
-                df += len(logs) - 1
-                spreads.append(max(logs) - min(logs))
+                processes.append([math.log(x) for x in xs])
             elif p.ci is not None and p.ci[0] > 0 and (p.repeat or 0) > 1:
                 ci_spreads.append(math.log(p.ci[1] / p.ci[0]))
-    bound = stats.prediction_bound(deviations, df, PREDICTION_LEVEL) if df else None
-    observed = max(spreads + ci_spreads) if spreads or ci_spreads else None
+    spread = stats.between_processes(processes, PREDICTION_LEVEL)
+    bound, df = spread["bound"], spread["df"]
+    seen = [x for x in (spread["observed"], *ci_spreads) if x is not None]
+    observed = max(seen) if seen else None
     known = [x for x in (observed, bound) if x is not None]
     return {
         "observed": math.expm1(observed) if observed is not None else None,
-        "observed_from": "raw samples" if spreads else ("asv's 99% CI" if ci_spreads else None),
+        "observed_from": "raw samples"
+        if spread["observed"] is not None
+        else ("asv's 99% CI" if ci_spreads else None),
         "bound": math.expm1(bound) if bound is not None else None,
         "df": df,
         "floor": math.expm1(max(known)) if known else None,

@@ -17,7 +17,6 @@ PHASES = ("reset", "forward", "backward", "update", "window", "sync")  # sync: D
 SWEEP_IDENTITY = ("preset", "device", "dtype", "world_size", "repeat", "warmup", "threads", "seed")
 CASE_KEY = ("strategy", "accumulate", "live_tensors", *SWEEP_IDENTITY)
 SCHEMA_VERSION = 2  # 2: paired overhead per row, held/peak memory, no baseline case
-DEFAULTS = {"dtype": "float32", "world_size": 1}
 
 
 class SchemaError(ValueError):
@@ -53,7 +52,7 @@ def read(directory: str | Path) -> list[dict[str, Any]]:
 
 
 def case_key(row: dict[str, Any]) -> tuple:
-    return tuple(row.get(k, DEFAULTS.get(k)) for k in CASE_KEY)
+    return tuple(row.get(k) for k in CASE_KEY)
 
 
 def pooled(rows: list[dict[str, Any]]) -> dict[tuple, dict[str, Any]]:

@@ -132,8 +132,7 @@ def paired(
         )
         return out
     draws = bootstrap_draws(groups, seed=seed)
-    tail = (1 - confidence) / 2 * 100
-    low, high = np.percentile(draws, [tail, 100 - tail])
+    low, high = _percentiles(draws, confidence)
     how = (
         f"hierarchical percentile bootstrap, {len(groups)} processes resampled, then pairs"
         if len(groups) > 1
@@ -148,6 +147,13 @@ def paired(
         draws=draws,
     )
     return out
+
+
+def _percentiles(draws: np.ndarray, confidence: float) -> tuple[float, float]:
+    """The central ``confidence`` interval of bootstrap draws (percentile method)."""
+    tail = (1 - confidence) / 2 * 100
+    low, high = np.percentile(draws, [tail, 100 - tail])
+    return float(low), float(high)
 
 
 def public(result: dict[str, object]) -> dict[str, object]:
@@ -177,9 +183,7 @@ def ratio_between(
         }
     # the two sides' draws are independent: permuting one breaks any alignment of their seeds
     other = np.random.default_rng(1).permutation(np.asarray(b["draws"]))
-    diff = np.asarray(a["draws"]) - other
-    tail = (1 - confidence) / 2 * 100
-    low, high = np.percentile(diff, [tail, 100 - tail])
+    low, high = _percentiles(np.asarray(a["draws"]) - other, confidence)
     return {
         "ratio": ratio,
         "ci_low": math.exp(low),
@@ -199,19 +203,32 @@ def split_half(values: Sequence[float]) -> float | None:
     return abs(math.log(odd / even)) if even > 0 and odd > 0 else None
 
 
-def prediction_bound(spreads: Sequence[float], df: int, level: float = 0.99) -> float | None:
-    """Bound on |log ratio| between two single-process figures of one and the same strategy.
+def between_processes(
+    groups: Sequence[Sequence[float]], level: float = 0.99
+) -> dict[str, float | int | None]:
+    """How far single-process figures of one and the same thing differ between processes.
 
-    ``spreads`` are squared deviations of per-process figures from their strategy's mean,
-    summed over strategies with several processes; ``df`` their degrees of freedom. The pooled
-    SD times sqrt(2) is the SD of a difference of two processes; a Student-t quantile at
-    ``level`` with ``df`` degrees of freedom makes it a prediction bound that is honest about
-    how few processes estimated it.
+    ``groups``: log figures, one group per thing measured in several processes (a strategy at
+    one K and N; a benchmark's parameter set at one commit); groups of one tell nothing.
+    ``observed``: the largest max - min inside a group. ``bound``: the pooled SD times sqrt(2)
+    (the SD of a difference of two processes) times a Student-t quantile at ``level`` with the
+    pooled degrees of freedom ``df``: a prediction bound on |log ratio| between two processes
+    that is honest about how few processes estimated it (None without any df).
     """
-    if df < 1:
-        return None
-    sd = math.sqrt(sum(spreads) / df)
-    return t_quantile(1 - (1 - level) / 2, df) * math.sqrt(2) * sd
+    squares, df, observed = 0.0, 0, None
+    for group in groups:
+        xs = list(group)
+        if len(xs) < 2:
+            continue
+        mean = sum(xs) / len(xs)
+        squares += sum((x - mean) ** 2 for x in xs)
+        df += len(xs) - 1
+        spread = max(xs) - min(xs)
+        observed = spread if observed is None else max(observed, spread)
+    bound = None
+    if df:
+        bound = t_quantile(1 - (1 - level) / 2, df) * math.sqrt(2) * math.sqrt(squares / df)
+    return {"observed": observed, "bound": bound, "df": df}
 
 
 def t_quantile(p: float, df: int) -> float:

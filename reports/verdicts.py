@@ -81,8 +81,14 @@ def decide(low: float | None, high: float | None, min_effect: float, floor: floa
 def decide_exact(a: float | None, b: float | None, min_effect: float) -> dict[str, Any]:
     """An exact figure a against b: ratio and verdict, no CI."""
     if a is None or b is None:
-        return {"ratio": None, "ci_low": None, "ci_high": None, "significant": False,
-                "verdict": "unclear", "method": MEMORY_METHOD}  # fmt: skip
+        return {
+            "ratio": None,
+            "ci_low": None,
+            "ci_high": None,
+            "significant": False,
+            "verdict": "unclear",
+            "method": MEMORY_METHOD,
+        }
     ratio = a / b if b else None
     larger = max(a, b)
     if a == b or abs(a - b) <= min_effect * larger:
@@ -142,15 +148,11 @@ def noise_floors(entries: list[dict[str, Any]]) -> dict[tuple[int, int], dict[st
         by_group[(e["accumulate"], e["live_tensors"])].append(e)
     out = {}
     for group, here in by_group.items():
-        spreads, df, observed = [], 0, []
-        for e in here:
-            xs = [x for r in e.get("rows", []) if (x := _log_overhead(r)) is not None]
-            if len(xs) > 1:
-                mean = sum(xs) / len(xs)
-                spreads += [(x - mean) ** 2 for x in xs]
-                df += len(xs) - 1
-                observed.append(max(xs) - min(xs))
-        bound = stats.prediction_bound(spreads, df, PREDICTION_LEVEL)
+        spread = stats.between_processes(
+            [[x for r in e.get("rows", []) if (x := _log_overhead(r)) is not None] for e in here],
+            PREDICTION_LEVEL,
+        )
+        bound, observed, df = spread["bound"], spread["observed"], spread["df"]
         halves = [
             h
             for e in here
@@ -159,7 +161,7 @@ def noise_floors(entries: list[dict[str, Any]]) -> dict[tuple[int, int], dict[st
         ]
         parts = {
             "in_process": math.expm1(statistics.median(halves)) if halves else None,
-            "between_processes_observed": math.expm1(max(observed)) if observed else None,
+            "between_processes_observed": math.expm1(observed) if observed is not None else None,
             "between_processes_bound": math.expm1(bound) if bound is not None else None,
         }
         known = [v for v in parts.values() if v is not None]
