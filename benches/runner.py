@@ -87,8 +87,7 @@ class Loop:
         ``on_reset()`` runs right after the reset (the memory pass reads held bytes there)."""
         clock, collector, loss_of = self.clock, self.collector, self.workload.loss
         marks = [clock.mark()]
-        if collector is None:
-            self.optimizer.zero_grad(set_to_none=True)  # nothing to free: dropped at the end
+        if collector is None:  # its gradients were dropped at the end of its last window
             micro_batches = self._plain_micro_batches(batches)
         else:
             collector.__enter__()
