@@ -5,6 +5,9 @@ from __future__ import annotations
 import gc
 import importlib
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -79,3 +82,17 @@ def reference_grads(model, batches, use_side=False) -> dict[str, torch.Tensor]:
 def _free_between_tests():
     yield
     gc.collect()
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_reports(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """``python -m reports ARGS`` from the checkout, as a user runs it; output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "reports", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_reports
 
 ROOT = Path(__file__).resolve().parent.parent
 TWINS = {"block_twin": "block", "native_twin": "native", "lazy_twin": "lazy"}
@@ -82,12 +83,7 @@ def test_the_report_shows_what_verdicts_json_says(first):
 
 
 def test_two_sweeps_compare_same_except_the_planted_change(first, second):
-    done = subprocess.run(
-        [sys.executable, "-m", "reports", "compare", str(first), str(second)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
+    done = run_reports("compare", str(first), str(second))
     assert done.returncode == 0, done.stderr
     result = json.loads((second / "compare.json").read_text())
     window = {c["strategy"]: c for c in result["comparisons"] if c["metric"] == "window"}
@@ -99,12 +95,7 @@ def test_two_sweeps_compare_same_except_the_planted_change(first, second):
 
 
 def gate(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "reports", "gate", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
+    return run_reports("gate", *args)
 
 
 def test_the_gate_passes_twins_and_fails_the_planted_slowdown(first):
@@ -123,12 +114,7 @@ def test_the_gate_passes_twins_and_fails_the_planted_slowdown(first):
 def test_the_gate_on_two_runs(first, second, tmp_path):
     for before, after, code in ((first, second, 0), (second, first, 1)):
         page = str(tmp_path / f"{after.name}.html")
-        compared = subprocess.run(
-            [sys.executable, "-m", "reports", "compare", str(before), str(after), "--out", page],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-        )
+        compared = run_reports("compare", str(before), str(after), "--out", page)
         assert compared.returncode == 0, compared.stderr
         done = gate(str(tmp_path / "compare.json"))
         assert done.returncode == code, done.stdout

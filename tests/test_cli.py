@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import run_reports
 
 from benches import cli
 from reports.rows import read
@@ -339,12 +340,7 @@ def test_corrupt_line_is_skipped_with_a_warning(tmp_path):
 def test_rows_of_an_older_schema_are_refused_in_one_line(tmp_path):
     old = {"schema_version": 1, "strategy": "block", "status": "ok"}
     (tmp_path / "results.jsonl").write_text(json.dumps(old) + "\n")
-    done = subprocess.run(
-        [sys.executable, "-m", "reports", "build", str(tmp_path)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
+    done = run_reports("build", str(tmp_path))
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "schema_version 1" in done.stderr
 

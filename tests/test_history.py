@@ -26,15 +26,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_reports
 from test_asv import asv, asv_env, load_conf
 from test_reports import (  # the reports' browser, reused: one way to open a page
     assert_not_blank,
     browser,  # noqa: F401  (a fixture)
     chart_boxes,
-    console_errors,
-    external_requests,
     full_screenshot,
-    open_page,
+    open_offline,
 )
 
 from benches.asv_common import PairedOverheadMixin
@@ -69,13 +68,7 @@ def git(*args: str, cwd: Path) -> str:
 
 
 def run_history(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "reports", "history", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_reports("history", *args)
 
 
 @pytest.fixture(scope="module")
@@ -243,10 +236,7 @@ def test_planted_regression_comes_first(asv_dir, tmp_path):
 def test_history_page_renders_in_chromium(page, asv_dir, browser, tmp_path):  # noqa: F811
     html = page.read_text()
     assert "<script" not in html
-    open_page(browser, page)
-    assert console_errors(browser) == []
-    assert external_requests(browser) == []
-    assert browser.execute_script("return document.scripts.length") == 0
+    open_offline(browser, page)
     for section in ("summary", "rules", "commits"):
         assert browser.find_element("id", section).is_displayed()
     names = {PAIRED, UNPAIRED}

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import run_reports
 
 from reports import analysis, build, compare, stats, verdicts
 from reports.__main__ import main as reports_main
@@ -483,12 +484,7 @@ def test_old_schema_rows_are_refused_in_one_line(tmp_path):
     older = {**make_row("lazy"), "schema_version": 1}
     for name, rows in (("none", [old]), ("one", [make_row("block"), older])):
         directory = write_run(tmp_path / name, rows)
-        done = subprocess.run(
-            [sys.executable, "-m", "reports", "build", str(directory)],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-        )
+        done = run_reports("build", str(directory))
         assert done.returncode == 2, done.stderr
         assert done.stderr.count("\n") == 1, done.stderr
         assert done.stderr.startswith("python -m reports: error: ")
@@ -685,9 +681,7 @@ def sweep(tmp_path_factory) -> Path:
         timeout=120,
     )
     assert done.returncode == 0, done.stdout[-2000:]
-    done = subprocess.run(
-        [sys.executable, "-m", "reports", "build", str(out)], cwd=ROOT, capture_output=True
-    )
+    done = run_reports("build", str(out))
     assert done.returncode == 0, done.stderr
     return out
 
@@ -818,6 +812,15 @@ def open_page(driver, path: Path) -> None:
     driver.get(path.resolve().as_uri())
 
 
+def open_offline(driver, path: Path) -> None:
+    """Open a page and check it is self-contained: no console error, no request leaves the
+    file, no script."""
+    open_page(driver, path)
+    assert console_errors(driver) == []
+    assert external_requests(driver) == []
+    assert driver.execute_script("return document.scripts.length") == 0
+
+
 def console_errors(driver) -> list[dict]:
     return [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
 
@@ -875,10 +878,7 @@ def test_report_renders_in_chromium(sweep, browser, tmp_path):
     assert page.stat().st_size < build.MAX_BYTES
     html = page.read_text()
     assert "<script" not in html
-    open_page(browser, page)
-    assert console_errors(browser) == []
-    assert external_requests(browser) == []
-    assert browser.execute_script("return document.scripts.length") == 0
+    open_offline(browser, page)
     tops = browser.execute_script(
         "return arguments[0].map(id => { const e = document.getElementById(id);"
         " return e ? e.getBoundingClientRect().top + window.scrollY : null; });",
@@ -910,12 +910,7 @@ def test_report_renders_in_chromium(sweep, browser, tmp_path):
 
 
 def test_compare_page_renders_in_chromium(sweep, slower, browser, tmp_path):
-    done = subprocess.run(
-        [sys.executable, "-m", "reports", "compare", str(sweep), str(slower)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
+    done = run_reports("compare", str(sweep), str(slower))
     assert done.returncode == 0, done.stderr
     page = slower / "compare.html"
     assert done.stdout.strip() == str(page)
@@ -926,10 +921,7 @@ def test_compare_page_renders_in_chromium(sweep, slower, browser, tmp_path):
     assert {c["verdict"] for c in lazy} == {"higher"}, lazy
     others = [c for c in windows if c["strategy"] != "lazy"]
     assert all(c["verdict"] not in ("lower", "higher") for c in others), others
-    open_page(browser, page)
-    assert console_errors(browser) == []
-    assert external_requests(browser) == []
-    assert browser.execute_script("return document.scripts.length") == 0
+    open_offline(browser, page)
     for section in COMPARE_SECTIONS:
         assert browser.find_element("id", section).is_displayed()
     (box,) = chart_boxes(browser)
