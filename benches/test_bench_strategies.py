@@ -18,6 +18,7 @@ import pytest
 import torch
 
 import strategies
+from benches.gradients import reference_grads
 from benches.workload import Workload
 
 PRESET = os.environ.get("ZEROGRAD_BENCH_PRESET", "tiny")
@@ -60,18 +61,6 @@ def build():
     gc.collect()
     if DEVICE == "cuda":
         torch.cuda.empty_cache()
-
-
-def _reference_grads(workload: Workload, batches, tokens) -> dict[str, torch.Tensor]:
-    """The window's gradient without any strategy: autograd.grad per micro-batch, summed."""
-    names, params = zip(*workload.model.named_parameters(), strict=True)
-    total: list[torch.Tensor | None] = [None] * len(params)
-    for batch in batches:
-        grads = torch.autograd.grad(workload.loss(batch, tokens), params, allow_unused=True)
-        for i, g in enumerate(grads):
-            if g is not None:
-                total[i] = g if total[i] is None else total[i] + g
-    return {n: t for n, t in zip(names, total, strict=True) if t is not None}
 
 
 def _assert_grads(workload: Workload, expected: dict[str, torch.Tensor]) -> None:
@@ -123,7 +112,7 @@ def test_window(benchmark, build, strategy, accumulate):
     with collector:
         for batch in batches:
             collector.backward(workload.loss(batch, tokens))
-    _assert_grads(workload, _reference_grads(workload, batches, tokens))
+    _assert_grads(workload, reference_grads(workload, batches, tokens))
 
 
 @pytest.mark.benchmark(group="reset")
@@ -152,4 +141,4 @@ def test_reset(benchmark, build, strategy, live_tensors):
     # the last timed reset followed a fill: one more fill must give one micro-batch's gradient,
     # not two (a reset that does nothing leaves the earlier fill's gradient to add to)
     fill()
-    _assert_grads(workload, _reference_grads(workload, [batch], batch.n_tokens))
+    _assert_grads(workload, reference_grads(workload, [batch], batch.n_tokens))
