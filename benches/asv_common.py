@@ -187,8 +187,9 @@ class TimeResetMixin(Benchmark):
         collector.strategy.reset(collector)
 
 
-def interleaved_medians(a, b, rounds: int) -> tuple[float, float]:
-    """Median seconds of ``a()`` and ``b()`` timed in ABBA order, so drift hits both alike."""
+def interleaved(a, b, rounds: int) -> tuple[list[float], list[float]]:
+    """Seconds of ``a()`` and ``b()`` timed in ABBA order (a first on even rounds), so drift
+    hits both alike; pair i is (first[i], second[i])."""
     ta: list[float] = []
     tb: list[float] = []
     clock = time.perf_counter
@@ -197,6 +198,12 @@ def interleaved_medians(a, b, rounds: int) -> tuple[float, float]:
             start = clock()
             fn()
             out.append(clock() - start)
+    return ta, tb
+
+
+def interleaved_medians(a, b, rounds: int) -> tuple[float, float]:
+    """Median seconds of ``a()`` and ``b()`` timed in ABBA order, so drift hits both alike."""
+    ta, tb = interleaved(a, b, rounds)
     return statistics.median(ta), statistics.median(tb)
 
 
@@ -241,14 +248,7 @@ def paired_ratio(ours, plain, pairs: int, warmup: int = 1) -> float:
     for _ in range(warmup):
         ours()
         plain()
-    ta: list[float] = []
-    tb: list[float] = []
-    clock = time.perf_counter
-    for i in range(pairs):
-        for fn, out in ((ours, ta), (plain, tb)) if i % 2 == 0 else ((plain, tb), (ours, ta)):
-            start = clock()
-            fn()
-            out.append(clock() - start)
+    ta, tb = interleaved(ours, plain, pairs)
     return math.exp(stats.trimmed_mean(stats.log_ratios(ta, tb)))
 
 
