@@ -288,13 +288,8 @@ def case_table(entries: list[dict[str, Any]], result: dict[str, Any]) -> list[di
                     for metric in verdicts.METRICS
                 }
             rows = e["rows"]
-            memory = [r.get("memory") or {} for r in rows]
-
-            def med(key, memory=memory):
-                return _median([float(m[key]) for m in memory if m.get(key) is not None])
-
             line["memory"] = {
-                key: med(key)
+                key: verdicts.memory_figure(e, key)
                 for key in (
                     "held_bytes",
                     "peak_bytes",
@@ -305,7 +300,9 @@ def case_table(entries: list[dict[str, Any]], result: dict[str, Any]) -> list[di
                     "growth_bytes_per_window",
                 )
             }
-            line["memory"]["growth_measure"] = next((m.get("growth_measure") for m in memory), None)
+            line["memory"]["growth_measure"] = next(
+                (r["memory"].get("growth_measure") for r in rows if r.get("memory")), None
+            )
             pressure = [
                 (r.get("cpu_pressure") or {}).get("median")
                 for r in rows
