@@ -49,6 +49,25 @@ def asv(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProce
     )
 
 
+def scratch_asv(repo: Path, tmp: Path, out: Path) -> tuple[Path, dict[str, str]]:
+    """The project's asv config over ``repo``, with envs, results and html under ``out``, and
+    asv's machine file written (HOME=tmp): the config's path and the environment to run in."""
+    conf = load_conf()
+    conf.update(
+        repo=str(repo),
+        benchmark_dir=str(ROOT / "benches"),
+        env_dir=str(out / "env"),
+        results_dir=str(out / "results"),
+        html_dir=str(out / "html"),
+    )
+    config = tmp / "asv.conf.json"
+    config.write_text(json.dumps(conf))
+    env = asv_env(tmp)  # HOME=tmp: `asv machine` writes ~/.asv-machine.json there
+    machine = asv("machine", "--yes", "--config", str(config), cwd=ROOT, env=env)
+    assert machine.returncode == 0, machine.stdout + machine.stderr
+    return config, env
+
+
 def test_conf_installs_each_commit_with_the_bench_extra():
     conf = load_conf()
     assert conf["project"] == "zerograd"
@@ -126,19 +145,7 @@ def test_asv_check_passes_in_the_current_environment(tmp_path):
 
 def test_asv_dry_run_runs_the_track_suites(tmp_path):
     """A smoke run of the quick suites; results, machine file and html stay in tmp_path."""
-    conf = load_conf()
-    conf.update(
-        repo=str(ROOT),
-        benchmark_dir=str(ROOT / "benches"),
-        env_dir=str(tmp_path / "env"),
-        results_dir=str(tmp_path / "results"),
-        html_dir=str(tmp_path / "html"),
-    )
-    config = tmp_path / "asv.conf.json"
-    config.write_text(json.dumps(conf))
-    env = asv_env(tmp_path)  # HOME=tmp_path: `asv machine` writes ~/.asv-machine.json
-    machine = asv("machine", "--yes", "--config", str(config), cwd=ROOT, env=env)
-    assert machine.returncode == 0, machine.stdout + machine.stderr
+    config, env = scratch_asv(ROOT, tmp_path, tmp_path)
     done = asv(
         *("run", "--config", str(config), "-E", f"existing:{sys.executable}"),
         *("--quick", "--dry-run", "--show-stderr", "-b", "CoreOverhead|ResetVsMemset"),

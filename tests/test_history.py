@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_reports
-from test_asv import asv, asv_env, load_conf
+from test_asv import asv, scratch_asv
 from test_reports import (  # the reports' browser, reused: one way to open a page
     assert_not_blank,
     browser,  # noqa: F401  (a fixture)
@@ -83,19 +83,7 @@ def asv_dir(tmp_path_factory) -> Path:
         git("commit", "-q", "--allow-empty", "-m", f"commit {i}", date, cwd=repo)
         commits.append(git("rev-parse", "HEAD", cwd=repo))
     out = tmp / "asv"
-    conf = load_conf()
-    conf.update(
-        repo=str(repo),
-        benchmark_dir=str(ROOT / "benches"),
-        env_dir=str(out / "env"),
-        results_dir=str(out / "results"),
-        html_dir=str(out / "html"),
-    )
-    config = tmp / "asv.conf.json"
-    config.write_text(json.dumps(conf))
-    env = asv_env(tmp)  # HOME=tmp: `asv machine` writes ~/.asv-machine.json there
-    machine = asv("machine", "--yes", "--config", str(config), cwd=ROOT, env=env)
-    assert machine.returncode == 0, machine.stdout + machine.stderr
+    config, env = scratch_asv(repo, tmp, out)
     for commit in commits:
         done = asv(
             *("run", "--config", str(config), "-E", f"existing:{sys.executable}"),
