@@ -10,7 +10,9 @@ lives in the module named after it:
    paired ratio ``overhead`` = strategy window / plain-loop window;
 3. ``memory``: a separate pass on fresh replicas: held and peak bytes, for the strategy and the
    plain loop (and memray's flamegraph with ``--memray``);
-4. ``distributed``: under torchrun, ranks, DDP wrappers and merging ranks' figures.
+4. ``distributed``: under torchrun, ranks, DDP/FSDP2 wrappers, collective counts and merging
+   ranks' figures; under FSDP2 also the case's ``grad_sync`` against ``every``, paired on the
+   strategy's own model (``grad_sync_vs_every``).
 """
 
 from __future__ import annotations
@@ -43,17 +45,18 @@ USAGE = (
 
 def run_case(spec: CaseSpec) -> dict[str, Any] | None:
     """Measure one case; under torchrun every rank measures and rank 0 returns the row."""
-    rank, local_rank, world = distributed.ranks()
+    rank, _, world = distributed.ranks()
     torch.set_num_threads(spec.threads)
     for module in spec.plugins:
         importlib.import_module(module)
-    if world > 1:
-        distributed.init(spec.device, local_rank)
+    device = distributed.local_device(spec.device)  # rank r of a node on cuda:r
+    if spec.parallel != "none":
+        distributed.init(device)
     workload = Workload(
         preset=spec.preset,
         accumulate=spec.accumulate,
         live_tensors=spec.live_tensors,
-        device=spec.device,
+        device=str(device),
         dtype=spec.dtype,
         dropout=0.0,  # the gradient check compares windows: no random masks
         seed=spec.seed,
@@ -66,15 +69,21 @@ def run_case(spec: CaseSpec) -> dict[str, Any] | None:
     every = [[b for r in range(world) for b in workload.batches(w * world + r)] for w in windows]
     data = [(batches, workload.distributed_window_tokens(batches)) for batches in mine]
     references = [(batches, workload.window_tokens(batches)) for batches in every]
-    wrap = distributed.wrapper(workload.device) if world > 1 else None
-    runner = PairedRunner(workload, spec.strategy, wrap)
-    allreduce = distributed.AllReduceCounter(runner.strategy.ddp) if world > 1 else None
+    shape = distributed.parse_mesh(spec.mesh or None, spec.parallel, world)
+    parallel = distributed.Parallel(spec.parallel, workload.device, shape)
+    runner = PairedRunner(workload, spec.strategy, parallel, spec.grad_sync)
+    counter = distributed.CollectiveCounter(runner.strategy.module, parallel.kind)
 
     check = gradients.check_windows(
-        runner.strategy, workload, data, references, gradients.GRAD_TOLERANCE[spec.dtype]
+        runner.strategy,
+        workload,
+        data,
+        references,
+        gradients.GRAD_TOLERANCE[spec.dtype],
+        parallel,
     )
     del every, references
-    if world > 1:
+    if spec.parallel != "none":
         check = distributed.worst_check(check, world)
     if not check["ok"]:
         raise gradients.GradientCheckError(gradients.failure(check))
@@ -90,14 +99,14 @@ def run_case(spec: CaseSpec) -> dict[str, Any] | None:
     hwm_reset = memory.reset_peak_rss()
     samples: dict[str, list] = {phase: [] for phase in PHASES}
     samples.update(plain_window=[], cpu_pressure=[])
-    if world > 1:
+    if spec.parallel != "none":
         samples["sync"] = []
     footprint: list[int] = []  # memory after each pair: a leak shows as a slope
-    allreduce_calls: list[int] = []
+    collectives: list[dict[str, Any]] = []
     for i in range(spec.repeat):
-        calls = allreduce.calls if allreduce else 0
+        before = counter.snapshot()
         mine_t, plain_t, pressure = runner.pair(i, *timed[i % 2])
-        allreduce_calls.append((allreduce.calls if allreduce else 0) - calls)
+        collectives.append(counter.per_window(before, counter.snapshot()))
         for phase, seconds in mine_t.items():
             samples[phase].append(seconds)
         samples["plain_window"].append(plain_t["window"])
@@ -107,6 +116,8 @@ def run_case(spec: CaseSpec) -> dict[str, Any] | None:
             if workload.device.type == "cuda"
             else (memory.status_bytes("VmRSS") or 0)
         )
+    flavours = flavour_pairs(spec, runner, timed) if parallel.sharded else {}
+    samples.update(flavours)
     context = {
         "rss_after_setup_bytes": rss_after_setup,
         "peak_rss_bytes": memory.status_bytes("VmHWM") if hwm_reset else None,
@@ -117,32 +128,47 @@ def run_case(spec: CaseSpec) -> dict[str, Any] | None:
     runner.close()
     del runner
     gc.collect()
-    held_peak = memory_figures(workload, spec, data, wrap, rank)
-    if world > 1:
+    held_peak = memory_figures(workload, spec, data, parallel, rank)
+    if spec.parallel != "none":
         samples = distributed.slowest(samples, world)
         held_peak = distributed.largest(held_peak, world)
         torch.distributed.destroy_process_group()
         if rank != 0:
             return None
-    return summarise(spec, workload, samples, check, {**held_peak, **context}, allreduce_calls)
+    return summarise(spec, workload, samples, check, {**held_peak, **context}, collectives)
 
 
-def memory_figures(workload, spec: CaseSpec, data, wrap, rank: int) -> dict[str, Any]:
+def flavour_pairs(spec: CaseSpec, runner: PairedRunner, timed) -> dict[str, list[float]]:
+    """The case's flavour against ``every`` on the strategy's own model, window by window (ABBA,
+    after ``warmup`` unmeasured pairs): the paired cost of deferring the synchronisation."""
+    if spec.grad_sync == distributed.REFERENCE_SYNC:
+        return {}
+    out: dict[str, list[float]] = {"flavour_window": [], "reference_flavour_window": []}
+    for i in range(spec.warmup + spec.repeat):
+        mine, reference = runner.flavour_pair(i, *timed[i % 2], distributed.REFERENCE_SYNC)
+        if i >= spec.warmup:
+            out["flavour_window"].append(mine)
+            out["reference_flavour_window"].append(reference)
+    return out
+
+
+def memory_figures(workload, spec: CaseSpec, data, parallel, rank: int) -> dict[str, Any]:
     """The memory pass, for the strategy and for the plain loop; memray's flamegraph if asked."""
     directory = Path(spec.out_dir) / "memray"
     directory.mkdir(parents=True, exist_ok=True)
     capture = directory / f"{spec.case_id}.rank{rank}.bin"
     plain_capture = directory / f"{spec.case_id}.rank{rank}.plain.bin"
     try:
-        plain = memory.memory_pass(workload, None, data, plain_capture, wrap)
-        mine = memory.memory_pass(workload, spec.strategy, data, capture, wrap)
+        plain = memory.memory_pass(workload, None, data, plain_capture, parallel, spec.grad_sync)
+        mine = memory.memory_pass(workload, spec.strategy, data, capture, parallel, spec.grad_sync)
         figures: dict[str, Any] = {
             "held_bytes": mine["held_bytes"],
             "peak_bytes": mine["peak_bytes"],
             "peak_method": mine["peak_method"],
             "plain_held_bytes": plain["held_bytes"],
             "plain_peak_bytes": plain["peak_bytes"],
-            "param_bytes": sum(p.numel() * p.element_size() for p in workload.model.parameters()),
+            # this rank's share: a sharded parameter counts its local shard
+            "param_bytes": memory.storage_bytes(workload.model.parameters()),
             "memory_windows": memory.MEMORY_WINDOWS,
             "memray_flamegraph": None,
         }
@@ -160,7 +186,7 @@ def memory_figures(workload, spec: CaseSpec, data, wrap, rank: int) -> dict[str,
             capture.unlink(missing_ok=True)
 
 
-def summarise(spec, workload, samples, check, memory_row, allreduce_calls) -> dict[str, Any]:
+def summarise(spec, workload, samples, check, memory_row, collectives) -> dict[str, Any]:
     """The measured part of the row: phases, the paired overhead, pressure, memory, check."""
     world = spec.world_size
     phases = {p: stats.summarize(v) for p, v in samples.items() if v and p in (*PHASES, "sync")}
@@ -189,9 +215,42 @@ def summarise(spec, workload, samples, check, memory_row, allreduce_calls) -> di
             "measure": "per pair, the larger of its two windows' share of wall time in which "
             "some task waited for a CPU (/proc/pressure/cpu total, read around each window)",
         },
-        "allreduce_per_window": statistics.median(allreduce_calls) if world > 1 else None,
+        "allreduce_per_window": (
+            statistics.median(c["allreduce"] for c in collectives)
+            if spec.parallel != "none"
+            else None
+        ),
+        "collectives_per_window": collectives_figure(collectives, spec.parallel),
+        "grad_sync_vs_every": flavour_ratio(samples, spec),
         "memory": memory_row,
         "grad_check": check,
+    }
+
+
+def collectives_figure(collectives: list[dict[str, Any]], parallel: str) -> dict | None:
+    """The strategy window's gradient collectives (median over pairs); None without ranks."""
+    if parallel == "none" or not collectives:
+        return None
+    groups = sorted({g for c in collectives for g in c["reduce_scatter_per_group"]})
+    return {
+        "allreduce": statistics.median(c["allreduce"] for c in collectives),
+        "reduce_scatter": statistics.median(c["reduce_scatter"] for c in collectives),
+        "reduce_scatter_per_group": groups,  # every count a group had in some window
+        "reduce_scatter_seconds": statistics.median(c["collective_seconds"] for c in collectives),
+        "seconds_measure": "host time inside reduce-scatter calls (gloo: the collective; "
+        "NCCL: the launch only)",
+    }
+
+
+def flavour_ratio(samples: dict[str, list], spec: CaseSpec) -> dict[str, Any] | None:
+    """The paired ratio of the case's flavour over ``every`` on one model (None: not measured)."""
+    if not samples.get("flavour_window"):
+        return None
+    pairs = stats.log_ratios(samples["flavour_window"], samples["reference_flavour_window"])
+    return {
+        **stats.public(stats.paired([pairs], seed=spec.round)),
+        "grad_sync": spec.grad_sync,
+        "against": distributed.REFERENCE_SYNC,
     }
 
 
@@ -272,17 +331,34 @@ def by_hand(argv: list[str]) -> int:
     parser.add_argument("--repeat", type=int, default=10, help="measured pairs of windows")
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--parallel", default=None, choices=distributed.PARALLEL)
+    parser.add_argument("--grad-sync", default="last", choices=("every", "last", "scatter"))
+    parser.add_argument("--mesh", default="", help="hsdp: RxS (default 2 x world/2)")
     parser.add_argument("--round", type=int, default=0, help="the process's round (0, 1, ...)")
     parser.add_argument("--plugin", action="append", default=[])
     parser.add_argument("--out", required=True, help="directory; rank 0 appends its row")
     args = parser.parse_args(argv)
+    world = distributed.ranks()[2]
+    parallel = args.parallel or ("ddp" if world > 1 else "none")
+    try:
+        shape = distributed.parse_mesh(args.mesh or None, parallel, world)
+        if args.grad_sync not in distributed.GRAD_SYNC[parallel]:
+            raise ValueError(
+                f"invalid --grad-sync {args.grad_sync!r} with --parallel {parallel}; "
+                f"valid: {', '.join(distributed.GRAD_SYNC[parallel])}"
+            )
+    except ValueError as err:
+        parser.error(str(err))
     spec = CaseSpec(
         strategy=args.strategy,
         preset=args.preset,
         device=args.device,
         accumulate=args.accumulate,
         live_tensors=args.live_tensors,
-        world_size=distributed.ranks()[2],
+        world_size=world,
+        parallel=parallel,
+        mesh="x".join(map(str, shape)) if parallel == "hsdp" else "",
+        grad_sync=args.grad_sync,
         repeat=args.repeat,
         warmup=args.warmup,
         threads=args.threads,

@@ -101,7 +101,22 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--world-size",
         default="1",
-        help="run each case as N local DDP ranks through torch.distributed.run",
+        help="run each case as N local ranks through torch.distributed.run",
+    )
+    run.add_argument(
+        "--parallel",
+        help="none|ddp|fsdp2|hsdp: how ranks share the model (default: ddp with --world-size "
+        "> 1, else none); ddp with --world-size 1 wraps one rank in DDP",
+    )
+    run.add_argument(
+        "--mesh", help="hsdp's mesh, RxS replicas x shards (default: 2 x world-size/2)"
+    )
+    run.add_argument(
+        "--grad-sync",
+        help="FLAVOUR[,FLAVOUR...] swept: when gradients are reduced across ranks, every "
+        "micro-batch (every), the last only (last), or reduce-scattered every micro-batch and "
+        "all-reduced at the last (scatter, hsdp) (default: last; ddp: every,last; fsdp2: "
+        "every,last; hsdp: every,scatter,last)",
     )
     return parser
 
@@ -151,6 +166,9 @@ class Sweep:
     out: Path
     seed: int
     world_size: int = 1
+    parallel: str = "none"
+    mesh: str = ""
+    grad_sync: list[str] = dataclasses.field(default_factory=lambda: ["last"])
     dtype: str = "float32"
     min_effect: float = 0.02
     keep_captures: bool = False
@@ -204,6 +222,7 @@ def resolve(args: argparse.Namespace) -> Sweep:
     threads = int_value("--threads", args.threads, 1) if args.threads else os.cpu_count() or 1
     seed = int_value("--seed", args.seed, 0)
     world_size = int_value("--world-size", args.world_size, 1)
+    parallel, mesh, grad_sync = parallel_settings(args, world_size)
     min_effect = fraction("--min-effect", args.min_effect)
     control = args.control if args.control is not None else control_strategy(names)
     if control != "none" and control not in names:
@@ -224,6 +243,8 @@ def resolve(args: argparse.Namespace) -> Sweep:
         per = SECONDS_PER_MICRO_BATCH[device][preset]
         # room for setup, the gradient check (reference + window), the pairs, the memory pass
         windows = 2 * (repeat + warmup) + 3 * gradients.CHECK_WINDOWS + 2 * memory.MEMORY_WINDOWS
+        if parallel in ("fsdp2", "hsdp"):  # the flavour pass: one more window per pair
+            windows += repeat + warmup
         timeout = (120 + per * max(accumulate) * windows) * world_size
     if args.resume and not args.out and not (DEFAULT_RUNS / "latest").exists():
         raise UsageError("--resume needs --out DIR (no reports/runs/latest to resume)")
@@ -252,6 +273,9 @@ def resolve(args: argparse.Namespace) -> Sweep:
         out=out,
         seed=seed,
         world_size=world_size,
+        parallel=parallel,
+        mesh=mesh,
+        grad_sync=grad_sync,
         min_effect=min_effect,
         keep_captures=args.keep_captures,
         control=control,
@@ -259,6 +283,35 @@ def resolve(args: argparse.Namespace) -> Sweep:
     if args.resume:
         same_settings(sweep)
     return sweep
+
+
+def parallel_settings(args: argparse.Namespace, world_size: int) -> tuple[str, str, list[str]]:
+    """--parallel, --mesh and --grad-sync, checked against each other and --world-size."""
+    from benches.distributed import GRAD_SYNC, PARALLEL, parse_mesh
+
+    parallel = args.parallel or ("ddp" if world_size > 1 else "none")
+    if parallel not in PARALLEL:
+        raise UsageError(f"unknown --parallel {parallel!r}; valid: {', '.join(PARALLEL)}")
+    if parallel == "none" and world_size > 1:
+        raise UsageError(
+            f"--parallel none cannot run --world-size {world_size}; valid: ddp, fsdp2, hsdp"
+        )
+    try:
+        shape = parse_mesh(args.mesh, parallel, world_size)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    mesh = "x".join(map(str, shape)) if parallel == "hsdp" else ""
+    valid = GRAD_SYNC[parallel]
+    if args.grad_sync is None:
+        return parallel, mesh, list(valid) if parallel in ("fsdp2", "hsdp") else ["last"]
+    flavours = [item.strip() for item in str(args.grad_sync).split(",")]
+    for item in flavours:
+        if item not in valid:
+            raise UsageError(
+                f"--grad-sync {item!r} cannot run with --parallel {parallel}; "
+                f"valid: {', '.join(valid)}"
+            )
+    return parallel, mesh, list(dict.fromkeys(flavours))
 
 
 def fraction(option: str, text: str) -> float:
@@ -314,12 +367,14 @@ def cases(sweep: Sweep, run_id: str, git: dict[str, Any]) -> list[CaseSpec]:
     (rounds 1, 2, ... marked ``control``): the spread between its processes is the
     between-process noise, measured at every (K, N) of every sweep.
     """
-    groups = [(k, n) for k in sweep.accumulate for n in sweep.live_tensors]
+    groups = [
+        (k, n, f) for k in sweep.accumulate for n in sweep.live_tensors for f in sweep.grad_sync
+    ]
     control = sweep.control
     settings = case_settings(sweep)
     out = []
     for round_ in range(sweep.rounds):
-        for g, (k, n) in enumerate(groups):
+        for g, (k, n, flavour) in enumerate(groups):
             names = [(name, round_, False) for name in sweep.strategies]
             # with one round, the control's extra processes, spread through the group
             if sweep.rounds == 1 and control != "none":
@@ -332,6 +387,7 @@ def cases(sweep: Sweep, run_id: str, git: dict[str, Any]) -> list[CaseSpec]:
                         strategy=name,
                         accumulate=k,
                         live_tensors=n,
+                        grad_sync=flavour,
                         **settings,
                         memray=sweep.memray,
                         keep_captures=sweep.keep_captures,
@@ -365,7 +421,7 @@ def run_one(spec: CaseSpec, timeout: float) -> dict[str, Any]:
     )
     with open(log_path, "w") as log:
         launcher = [sys.executable]
-        if spec.world_size > 1:  # N local ranks: gloo on CPU, NCCL on CUDA
+        if spec.parallel != "none":  # N local ranks: gloo on CPU, NCCL on CUDA
             launcher += [
                 "-m",
                 "torch.distributed.run",
@@ -392,7 +448,7 @@ def run_one(spec: CaseSpec, timeout: float) -> dict[str, Any]:
             raise
     if out_path.exists():
         row = json.loads(out_path.read_text())
-        if row["status"] != "ok" and spec.world_size > 1:
+        if row["status"] != "ok" and spec.parallel != "none":
             # rank 0 often sees only that a peer hung up: every rank's exception, first first
             raised = _exception_lines(log_path)
             if raised:

@@ -1,15 +1,33 @@
-"""Ranks and collectives: a case as N ranks of DistributedDataParallel (torchrun sets the env).
+"""Ranks and collectives: a case as N ranks of DDP, FSDP2 or HSDP (torchrun sets the env).
 
 Every rank measures; rank 0 writes the row. Per window the slowest rank's phase is kept, and the
 worst gradient check and the largest memory figures over ranks.
+
+``Parallel`` is the one place a model is wrapped: DistributedDataParallel on this rank's own
+device, or FSDP2 ``fully_shard`` of every block of every ``nn.ModuleList`` and then the root, on
+a 1-D mesh (``fsdp2``) or a 2-D replicas x shards mesh (``hsdp``). It also makes an unsharded
+copy of a sharded model (for the reference gradients and fresh replicas) and counts collectives.
 """
 
 from __future__ import annotations
 
+import copy
 import os
+import time
 from typing import Any
 
 import torch
+from torch import nn
+
+PARALLEL = ("none", "ddp", "fsdp2", "hsdp")
+# the flavours of gradient synchronisation each kind can run (strategies.collector.GRAD_SYNCS)
+GRAD_SYNC = {
+    "none": ("last",),
+    "ddp": ("every", "last"),
+    "fsdp2": ("every", "last"),
+    "hsdp": ("every", "scatter", "last"),
+}
+REFERENCE_SYNC = "every"  # the flavour others are paired against: a backward that always syncs
 
 
 def ranks() -> tuple[int, int, int]:
@@ -18,37 +36,194 @@ def ranks() -> tuple[int, int, int]:
     return int(env.get("RANK", 0)), int(env.get("LOCAL_RANK", 0)), int(env.get("WORLD_SIZE", 1))
 
 
-def init(device: str, local_rank: int) -> None:
+def local_device(device: str) -> torch.device:
+    """This rank's own device: ``cuda:LOCAL_RANK`` on CUDA (rank r of a node on GPU r)."""
+    kind = torch.device(device).type
+    return torch.device("cuda", ranks()[1]) if kind == "cuda" else torch.device(kind)
+
+
+def init(device: torch.device) -> None:
     import torch.distributed as dist
 
-    if device == "cuda":
-        torch.cuda.set_device(local_rank)  # rank r on its own GPU
-    dist.init_process_group("nccl" if device == "cuda" else "gloo")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)  # rank r on its own GPU
+    dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
 
 
-def wrapper(device: torch.device):
-    """model -> DistributedDataParallel(model) on this rank's own device."""
+def parse_mesh(text: str | None, parallel: str, world: int) -> tuple[int, ...]:
+    """The mesh shape: (world,) for ddp/fsdp2; (replicas, shards) for hsdp, default (2, N/2)."""
+    if parallel != "hsdp":
+        if text:
+            raise ValueError(f"invalid --mesh {text!r} with --parallel {parallel}; valid: hsdp")
+        return (world,)
+    if not text:
+        if world < 2 or world % 2:
+            raise ValueError(
+                f"invalid --world-size {world} for hsdp's default 2 x N/2 mesh; valid: an even "
+                "number >= 2, or --mesh RxS with R * S = N"
+            )
+        return (2, world // 2)
+    try:
+        replicas, shards = (int(x) for x in text.lower().split("x"))
+    except ValueError:
+        raise ValueError(
+            f"invalid --mesh {text!r}; valid: RxS (replicas x shards), e.g. 2x2"
+        ) from None
+    if replicas < 1 or shards < 1 or replicas * shards != world:
+        raise ValueError(
+            f"invalid --mesh {text!r} for --world-size {world}; valid: RxS with R * S = {world}"
+        )
+    return (replicas, shards)
 
-    def wrap(model: torch.nn.Module) -> torch.nn.parallel.DistributedDataParallel:
-        ids = [torch.cuda.current_device()] if device.type == "cuda" else None
-        return torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
 
-    return wrap
+def _dtensor_type():
+    from torch.distributed.tensor import DTensor
+
+    return DTensor
 
 
-class AllReduceCounter:
-    """Counts DDP's all-reduces: a communication hook that runs the default one, counted."""
+def full(tensor: torch.Tensor) -> torch.Tensor:
+    """A sharded (DTensor) tensor gathered whole (a collective: every rank calls it); others as
+    they are."""
+    if torch.distributed.is_available() and isinstance(tensor, _dtensor_type()):
+        return tensor.full_tensor()
+    return tensor
 
-    def __init__(self, ddp) -> None:
+
+def local(tensor: torch.Tensor) -> torch.Tensor:
+    """This rank's shard of a DTensor (its own storage); other tensors as they are."""
+    if torch.distributed.is_available() and isinstance(tensor, _dtensor_type()):
+        return tensor.to_local()
+    return tensor
+
+
+class Parallel:
+    """How this case's models are wrapped: ``none``, ``ddp``, ``fsdp2`` or ``hsdp``."""
+
+    def __init__(self, kind: str, device: torch.device, mesh: tuple[int, ...] = ()) -> None:
+        if kind not in PARALLEL:
+            raise ValueError(f"unknown parallel {kind!r}; valid: {', '.join(PARALLEL)}")
+        self.kind, self.device, self.shape = kind, device, mesh
+        self.mesh = None
+        self._template: nn.Module | None = None  # an unsharded copy, made before sharding
+        if self.sharded:
+            from torch.distributed.device_mesh import init_device_mesh
+
+            names = ("replicate", "shard") if len(mesh) == 2 else ("shard",)
+            self.mesh = init_device_mesh(device.type, mesh, mesh_dim_names=names)
+
+    @property
+    def sharded(self) -> bool:
+        return self.kind in ("fsdp2", "hsdp")
+
+    def wrap(self, model: nn.Module) -> nn.Module:
+        """The module forward runs through: the model itself (none), a DDP wrapper, or the model
+        sharded in place with ``fully_shard`` (its parameters become DTensor shards)."""
+        if self.kind == "none":
+            return model
+        if self.kind == "ddp":
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            return nn.parallel.DistributedDataParallel(model, device_ids=ids)
+        from torch.distributed.fsdp import fully_shard
+
+        if self._template is None:
+            self._template = copy.deepcopy(model)
+        for child in list(model.modules()):
+            if isinstance(child, nn.ModuleList):
+                for block in child:
+                    fully_shard(block, mesh=self.mesh)
+        return fully_shard(model, mesh=self.mesh)
+
+    def unsharded(self, model: nn.Module) -> nn.Module:
+        """A plain (never wrapped) module with ``model``'s current weights, whole; no gradients.
+        For a sharded model this gathers every parameter (every rank must call it)."""
+        from benches.runner import replica
+
+        if not self.sharded or self._template is None:
+            return replica(model)
+        plain = copy.deepcopy(self._template)
+        with torch.no_grad():
+            for mine, theirs in zip(plain.parameters(), model.parameters(), strict=True):
+                mine.copy_(full(theirs.detach()))
+                mine.grad = None
+        return plain
+
+
+class CollectiveCounter:
+    """Counts the gradient collectives of a wrapped module, the real ones run as usual.
+
+    DDP: all-reduces, through a communication hook that calls the default one. FSDP2: the
+    reduce-scatters of every FSDP group (a ``ReduceScatter`` that calls torch's default one) and,
+    on an HSDP mesh, the all-reduces across replicas (``set_all_reduce_hook`` runs after each).
+    ``seconds`` is the host time spent inside reduce-scatter calls (gloo: the collective itself;
+    NCCL: the launch only).
+    """
+
+    def __init__(self, module: nn.Module, kind: str) -> None:
+        self.allreduce = 0
+        self.reduce_scatter: dict[int, int] = {}  # per FSDP group
+        self.seconds = 0.0
+        if kind == "ddp":
+            self._count_ddp(module)
+        elif kind in ("fsdp2", "hsdp"):
+            self._count_fsdp(module, hsdp=kind == "hsdp")
+
+    def _count_ddp(self, ddp) -> None:
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
-        self.calls = 0
-
         def counted_allreduce_hook(state, bucket):
-            self.calls += 1
+            self.allreduce += 1
             return default_hooks.allreduce_hook(state, bucket)
 
         ddp.register_comm_hook(None, counted_allreduce_hook)
+
+    def _count_fsdp(self, module: nn.Module, hsdp: bool) -> None:
+        from torch.distributed.fsdp._fully_shard._fsdp_collectives import DefaultReduceScatter
+
+        from strategies.collector import fsdp_modules
+
+        counter = self
+
+        class CountedReduceScatter(DefaultReduceScatter):
+            def __init__(self, group: int) -> None:
+                self.group = group
+                counter.reduce_scatter[group] = 0
+
+            def __call__(self, *args: Any, **kwargs: Any):
+                counter.reduce_scatter[self.group] += 1
+                start = time.perf_counter()
+                try:
+                    return super().__call__(*args, **kwargs)
+                finally:
+                    counter.seconds += time.perf_counter() - start
+
+        def after_allreduce(_: torch.Tensor) -> None:
+            self.allreduce += 1
+
+        for i, group in enumerate(fsdp_modules(module)):
+            group.set_custom_reduce_scatter(CountedReduceScatter(i))
+            if hsdp:  # on a 1-D mesh the hook runs after the reduce-scatter instead
+                group.set_all_reduce_hook(after_allreduce)
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "allreduce": self.allreduce,
+            "reduce_scatter": dict(self.reduce_scatter),
+            "seconds": self.seconds,
+        }
+
+    @staticmethod
+    def per_window(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+        """What one window added: all-reduces, reduce-scatters (in all, and per FSDP group)."""
+        groups = {
+            g: n - before["reduce_scatter"].get(g, 0) for g, n in after["reduce_scatter"].items()
+        }
+        return {
+            "allreduce": after["allreduce"] - before["allreduce"],
+            "reduce_scatter": sum(groups.values()),
+            "reduce_scatter_per_group": sorted(set(groups.values())),
+            "collective_seconds": after["seconds"] - before["seconds"],
+        }
 
 
 def gather(value: Any, world: int) -> list[Any]:

@@ -58,17 +58,24 @@ def grad_check(got: dict[str, torch.Tensor | None], expected, tolerance: float) 
     }
 
 
-def check_windows(loop, workload, windows, references, tolerance: float) -> dict[str, Any]:
+def check_windows(
+    loop, workload, windows, references, tolerance: float, parallel=None
+) -> dict[str, Any]:
     """Check the strategy's gradients over consecutive windows, stepping in between.
 
     ``windows``: (batches, tokens) of this rank per window; ``references``: (batches, tokens)
-    whose reference gradient the window must equal (the global batch under DDP).
+    whose reference gradient the window must equal (the global batch under DDP or FSDP2). A
+    sharded model's reference runs on an unsharded copy of its weights, and its window's
+    gradients are gathered whole before they are compared.
     """
     worst: dict[str, Any] | None = None
     for w, ((batches, tokens), (every, every_tokens)) in enumerate(
         zip(windows, references, strict=True)
     ):
-        expected = reference_grads(workload, every, every_tokens, loop.model)
+        sharded = parallel is not None and parallel.sharded
+        model = parallel.unsharded(loop.model) if sharded else loop.model
+        expected = reference_grads(workload, every, every_tokens, model)
+        del model
         loop.window(batches, tokens, update=False)
         result = grad_check(loop.grads(), expected, tolerance)
         del expected

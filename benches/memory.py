@@ -41,9 +41,11 @@ def _tensors(value: Any, depth: int = 0):
 
 def storage_bytes(tensors) -> int:
     """Bytes of the unique storages behind ``tensors`` (views of one buffer count once)."""
+    from benches.distributed import local
+
     storages = {}
     for t in tensors:
-        storage = t.untyped_storage()
+        storage = local(t).untyped_storage()  # a DTensor shard: this rank's own storage
         storages[(t.device, storage.data_ptr())] = storage.nbytes()
     return sum(storages.values())
 
@@ -111,8 +113,16 @@ class PeakTracker:
             reader.close()
 
 
-def memory_pass(workload, strategy: str | None, data, capture: Path | None, wrap=None) -> dict:
-    """held_bytes and peak_bytes of ``MEMORY_WINDOWS`` windows of a fresh replica."""
+def memory_pass(
+    workload,
+    strategy: str | None,
+    data,
+    capture: Path | None,
+    parallel=None,
+    grad_sync: str = "last",
+) -> dict:
+    """held_bytes and peak_bytes of ``MEMORY_WINDOWS`` windows of a fresh replica (per rank:
+    under FSDP2 the held gradients are this rank's shards)."""
     from benches.runner import Loop, replica
 
     gc.collect()
@@ -120,8 +130,8 @@ def memory_pass(workload, strategy: str | None, data, capture: Path | None, wrap
         torch.cuda.empty_cache()
     held: list[int] = []
     with PeakTracker(workload.device, capture) as tracker:
-        model = replica(workload.model)
-        loop = Loop(workload, model, strategy, wrap(model) if wrap else None)
+        model = parallel.unsharded(workload.model) if parallel else replica(workload.model)
+        loop = Loop(workload, model, strategy, parallel, grad_sync)
 
         def read_held() -> None:
             held.append(held_bytes(loop.collector) if loop.collector else plain_held_bytes(model))

@@ -26,7 +26,9 @@ from typing import Any
 
 import torch
 
+from benches.distributed import full
 from benches.envinfo import psi_cpu
+from strategies.collector import synced
 
 PHASES = ("reset", "forward", "backward", "update", "window")
 
@@ -69,15 +71,27 @@ class Clock:
 class Loop:
     """One replica's windows: with a strategy's collector, or the plain PyTorch loop."""
 
-    def __init__(self, workload, model: torch.nn.Module, strategy: str | None, ddp=None) -> None:
+    def __init__(
+        self,
+        workload,
+        model: torch.nn.Module,
+        strategy: str | None,
+        parallel=None,
+        grad_sync: str = "last",
+    ) -> None:
         import strategies
 
-        self.workload, self.model, self.ddp = workload, model, ddp
-        self.module = ddp if ddp is not None else model  # what forward runs through
+        self.workload, self.model = workload, model
+        # what forward runs through: the model, its DDP wrapper, or the model sharded in place
+        self.module = parallel.wrap(model) if parallel is not None else model
+        self.distributed = parallel is not None and parallel.kind != "none"
+        self.grad_sync = grad_sync
         self.clock = Clock(workload.device)
         self.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
         self.collector = (
-            strategies.GradientCollector(self.module, strategy=strategy) if strategy else None
+            strategies.GradientCollector(self.module, strategy=strategy, grad_sync=grad_sync)
+            if strategy
+            else None
         )
 
     def window(
@@ -88,8 +102,9 @@ class Loop:
         clock, collector, loss_of = self.clock, self.collector, self.workload.loss
         marks = [clock.mark()]
         if collector is None:  # its gradients were dropped at the end of its last window
-            micro_batches = self._plain_micro_batches(batches)
+            micro_batches = synced(batches, self.module, self.grad_sync)
         else:
+            collector.grad_sync = self.grad_sync
             collector.__enter__()
             micro_batches = collector.micro_batches(batches)
         if on_reset is not None:
@@ -123,21 +138,16 @@ class Loop:
             "update": seconds[-1],
             "window": clock.seconds(marks[0], marks[-1]),
         }
-        if self.ddp is not None and len(backwards) > 1:
-            # the last backward all-reduces, the others do not: what communication added
+        if self.distributed and len(backwards) > 1:
+            # under "last" only the last backward communicates: what communication added
             timing["sync"] = backwards[-1] - statistics.median(backwards[:-1])
         return timing
 
-    def _plain_micro_batches(self, batches):
-        for i, batch in enumerate(batches):
-            if self.ddp is not None and i < len(batches) - 1:
-                with self.ddp.no_sync():
-                    yield batch
-            else:
-                yield batch
-
     def grads(self) -> dict[str, torch.Tensor | None]:
-        return {n: p.grad for n, p in self.model.named_parameters()}
+        """The window's gradients, whole (sharded ones gathered: every rank calls this)."""
+        return {
+            n: None if p.grad is None else full(p.grad) for n, p in self.model.named_parameters()
+        }
 
     def close(self) -> None:
         if self.collector is not None:
@@ -147,16 +157,20 @@ class Loop:
 class PairedRunner:
     """The strategy's loop and the plain loop side by side, in ABBA order."""
 
-    def __init__(self, workload, strategy: str, distribute=None) -> None:
-        self.workload, self._wrap = workload, distribute or (lambda model: None)
-        self.strategy = Loop(workload, workload.model, strategy, self._wrap(workload.model))
+    def __init__(self, workload, strategy: str, parallel=None, grad_sync: str = "last") -> None:
+        self.workload, self.parallel, self.grad_sync = workload, parallel, grad_sync
+        self.strategy = Loop(workload, workload.model, strategy, parallel, grad_sync)
         self.plain: Loop | None = None
 
     def add_plain(self) -> None:
         """The plain loop's replica, with the strategy replica's weights as they are now (after
         the gradient check's steps); no hooks, views or buffers of the strategy."""
-        model = replica(self.workload.model)
-        self.plain = Loop(self.workload, model, None, self._wrap(model))
+        model = (
+            self.parallel.unsharded(self.workload.model)
+            if self.parallel is not None
+            else replica(self.workload.model)
+        )
+        self.plain = Loop(self.workload, model, None, self.parallel, self.grad_sync)
 
     def pair(self, index: int, batches, tokens: float) -> tuple[dict[str, float], dict, float]:
         """Pair ``index``: both windows, the strategy's first on even pairs (ABBA); and the CPU
@@ -171,6 +185,21 @@ class PairedRunner:
             if stall is not None and after is not None and wall > 0:
                 pressures.append((after - stall) / 1e6 / wall)
         return timings["mine"], timings["plain"], max(pressures) if pressures else None
+
+    def flavour_pair(self, index: int, batches, tokens: float, other: str) -> tuple[float, float]:
+        """Pair ``index`` of the strategy's own windows: its ``grad_sync`` and ``other`` on the
+        same model and data, in ABBA order; (its window, the other's) in seconds."""
+        loop = self.strategy
+        mine = loop.grad_sync
+        order = [mine, other] if index % 2 == 0 else [other, mine]
+        seconds = {}
+        try:
+            for flavour in order:
+                loop.grad_sync = flavour
+                seconds[flavour] = loop.window(batches, tokens)["window"]
+        finally:
+            loop.grad_sync = mine
+        return seconds[mine], seconds[other]
 
     def close(self) -> None:
         self.strategy.close()

@@ -20,6 +20,9 @@ OPTION = {
     "device": "--device",
     "dtype": "dtype",
     "world_size": "--world-size",
+    "parallel": "--parallel",
+    "mesh": "--mesh",
+    "grad_sync": "--grad-sync",
     "repeat": "--repeat",
     "warmup": "--warmup",
     "threads": "--threads",
@@ -36,6 +39,9 @@ class CaseSpec:
     accumulate: int
     live_tensors: int
     world_size: int = 1
+    parallel: str = "none"  # none | ddp | fsdp2 | hsdp (benches.distributed.PARALLEL)
+    mesh: str = ""  # hsdp: "RxS", replicas x shards
+    grad_sync: str = "last"  # every | last | scatter: when gradients are reduced across ranks
     repeat: int = 10  # measured pairs: one strategy window and one plain-loop window each
     warmup: int = 2  # unmeasured pairs first
     threads: int = 1
@@ -54,7 +60,9 @@ class CaseSpec:
     def case_id(self) -> str:
         return (
             f"{self.strategy}-k{self.accumulate}-n{self.live_tensors}-{self.preset}-"
-            f"{self.device}{f'-w{self.world_size}' if self.world_size > 1 else ''}-r{self.round}"
+            f"{self.device}{f'-w{self.world_size}' if self.world_size > 1 else ''}"
+            f"{f'-{self.parallel}-{self.grad_sync}' if self.parallel != 'none' else ''}"
+            f"-r{self.round}"
         )
 
     def identity(self) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -247,6 +248,9 @@ class Workload:
             self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
         else:
             self.device = torch.device(cfg.device)
+        if self.device.type == "cuda" and self.device.index is None:
+            # the current device (a rank's own after torch.cuda.set_device), never a guess of 0
+            self.device = torch.device("cuda", torch.cuda.current_device())
         if cfg.dtype == "bfloat16" and self.device.type != "cuda":
             raise ValueError(
                 "invalid dtype 'bfloat16' on cpu (bfloat16 is autocast on CUDA only); "
@@ -271,9 +275,11 @@ class Workload:
         """Validate cfg; return the preset's ModelConfig with the dropout override applied."""
         if cfg.preset not in PRESETS:
             raise ValueError(f"unknown preset {cfg.preset!r}; valid presets: {_choices(PRESETS)}")
-        if cfg.device not in DEVICES:
-            raise ValueError(f"unknown device {cfg.device!r}; valid devices: {_choices(DEVICES)}")
-        if cfg.device == "cuda" and not torch.cuda.is_available():
+        if cfg.device not in DEVICES and not re.fullmatch(r"cuda:\d+", str(cfg.device)):
+            raise ValueError(
+                f"unknown device {cfg.device!r}; valid devices: {_choices(DEVICES)}, cuda:N"
+            )
+        if str(cfg.device).startswith("cuda") and not torch.cuda.is_available():
             raise ValueError("device 'cuda' is not available here; valid devices: auto, cpu")
         if cfg.dtype not in DTYPES:
             raise ValueError(f"unknown dtype {cfg.dtype!r}; valid dtypes: {_choices(DTYPES)}")
@@ -358,7 +364,7 @@ class Workload:
         `loss` then runs forward through the wrapper, so backward all-reduces; `model` stays the
         plain module. Options go to DDP (e.g. gradient_as_bucket_view=True).
         """
-        device_ids = [self.device.index or 0] if self.device.type == "cuda" else None
+        device_ids = [self.device.index] if self.device.type == "cuda" else None
         self.ddp = torch.nn.parallel.DistributedDataParallel(
             self.model, device_ids=device_ids, **ddp_options
         )

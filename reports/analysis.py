@@ -369,6 +369,49 @@ def flamegraphs(directory: Path, entries: list[dict[str, Any]]) -> list[dict[str
     return out
 
 
+def main_flavour(entries) -> str:
+    """The grad_sync flavour the report's tables show: last if swept, else the first."""
+    flavours = sorted({e["grad_sync"] for e in entries})
+    return "last" if "last" in flavours or not flavours else flavours[0]
+
+
+def flavour_table(entries: list[dict[str, Any]], judged: dict[str, Any]) -> list[dict[str, Any]]:
+    """Under DDP/FSDP2/HSDP, one line per case and flavour: overhead, the flavour against
+    ``every`` on one model (verdicts.json's ``grad_sync``), collectives, memory per rank."""
+    if not any(e.get("phases") and e["rows"][0].get("parallel", "none") != "none" for e in entries):
+        return []
+    against = {(v["strategy"], v["k"], v["n"], v["a"]): v for v in judged.get("grad_sync", [])}
+    out = []
+    order = {"every": 0, "scatter": 1, "last": 2}
+    for e in sorted(
+        (e for e in entries if e.get("phases")),
+        key=lambda e: (
+            e["accumulate"],
+            e["live_tensors"],
+            strategy_order(e["strategy"]),
+            order.get(e["grad_sync"], 3),
+        ),
+    ):
+        row = e["rows"][0]
+        out.append(
+            {
+                "strategy": e["strategy"],
+                "k": e["accumulate"],
+                "n": e["live_tensors"],
+                "grad_sync": e["grad_sync"],
+                "overhead": stats.public(verdicts.overhead(e)),
+                "window": e["phases"]["window"],
+                "vs_every": against.get(
+                    (e["strategy"], e["accumulate"], e["live_tensors"], e["grad_sync"])
+                ),
+                "collectives": row.get("collectives_per_window") or {},
+                "held_bytes": verdicts.memory_figure(e, "held_bytes"),
+                "peak_bytes": verdicts.memory_figure(e, "peak_bytes"),
+            }
+        )
+    return out
+
+
 def min_effect_of(run: dict[str, Any]) -> float:
     value = (run.get("sweep") or {}).get("min_effect")
     return float(value) if value is not None else verdicts.DEFAULT_MIN_EFFECT
@@ -379,14 +422,24 @@ def report(directory: str | Path) -> dict[str, Any]:
     directory = Path(directory)
     rows = read(directory)
     run = _run_info(directory)
-    cases = pooled(rows)
+    every_case = pooled(rows)
+    # strategies are compared within one grad_sync flavour: the tables show the main one ("last",
+    # what DDP's no_sync does), the flavour section every one (verdicts.json holds them all)
+    flavour = main_flavour(every_case.values())
+    cases = {key: e for key, e in every_case.items() if e["grad_sync"] == flavour}
     entries = list(cases.values())
     ok_rows = [r for r in rows if r.get("status") == "ok"]
     first = ok_rows[0] if ok_rows else (rows[0] if rows else {})
     env = {**(run.get("env") or {}), **(first.get("env") or {})}
     sweep = run.get("sweep") or {}
     chosen = default_case(run, entries)
-    judged = verdicts.verdicts(entries, min_effect_of(run))
+    judged_all = verdicts.verdicts(list(every_case.values()), min_effect_of(run))
+    judged = {
+        **judged_all,
+        "comparisons": [
+            c for c in judged_all["comparisons"] if c["case"].get("grad_sync") == flavour
+        ],
+    }
     result: dict[str, Any] = {
         "directory": directory,
         "world_size": max((r.get("world_size") or 1 for r in rows), default=1),
@@ -401,7 +454,11 @@ def report(directory: str | Path) -> dict[str, Any]:
         "ns": sorted({e["live_tensors"] for e in entries}),
         "strategies": sorted({e["strategy"] for e in entries}, key=strategy_order),
         "default": chosen,
-        "verdicts": judged,
+        "verdicts": judged,  # the main flavour's comparisons: what the tables show
+        "verdicts_json": judged_all,  # every flavour's: verdicts.json
+        "grad_sync": flavour,
+        "parallel": first.get("parallel", "none"),
+        "flavours": flavour_table(list(every_case.values()), judged_all),
         "cases": case_table(entries, judged),
         "overheads": core_overheads(entries),
         "overhead_limit": (targets.OVERHEAD_MAX, targets.OVERHEAD_CI_MAX),

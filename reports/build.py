@@ -96,7 +96,7 @@ def build(directory: str | Path) -> Path:
     """Write DIR/index.html from DIR/results.jsonl (and run.json, pytest-benchmark.json)."""
     directory = Path(directory)
     report = analysis.report(directory)
-    verdicts.write(directory, report["verdicts"])  # first: the HTML shows what this file says
+    verdicts.write(directory, report["verdicts_json"])  # first: the HTML shows what this file says
     title = f"zerograd sweep {report['run'].get('run_id') or directory.name}"
     details = {"sweep": report["sweep"], "env": report["env"]}
     html = (

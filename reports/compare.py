@@ -32,7 +32,7 @@ def _side(directory: Path) -> dict[str, Any]:
     cases: dict[tuple, dict[str, Any]] = {}
     failed = []
     for entry in pooled(rows).values():
-        key = (entry["strategy"], entry["accumulate"], entry["live_tensors"])
+        key = (entry["strategy"], entry["accumulate"], entry["live_tensors"], entry["grad_sync"])
         # one run normally holds one setting of each; keep the first if it holds more
         if entry.get("rows"):
             cases.setdefault(key, entry)
@@ -75,7 +75,7 @@ def comparison(dir_a: str | Path, dir_b: str | Path) -> dict[str, Any]:
     lines, judged = [], []
     for key in common:
         ea, eb = a["cases"][key], b["cases"][key]
-        strategy, k, n = key
+        strategy, k, n, flavour = key
         floors = [f for f in (_floor(a, k, n), _floor(b, k, n)) if f is not None]
         floor = max(floors) if len(floors) == 2 else None
         settings = {
@@ -97,7 +97,7 @@ def comparison(dir_a: str | Path, dir_b: str | Path) -> dict[str, Any]:
                 b=f"A:{strategy}",
                 k=k,
                 n=n,
-                case={"settings_differ": differ} if differ else {},
+                case={"grad_sync": flavour, **({"settings_differ": differ} if differ else {})},
             )
             c["noise_floor"] = floor
             judged.append(c)
@@ -112,7 +112,13 @@ def comparison(dir_a: str | Path, dir_b: str | Path) -> dict[str, Any]:
                 "strategy": strategy,
                 "k": k,
                 "n": n,
-                "label": f"{strategy}  K={k} N={n:,}",
+                "grad_sync": flavour,
+                "label": f"{strategy}  K={k} N={n:,}"
+                + (
+                    f" grad_sync={flavour}"
+                    if settings.get("parallel") not in (None, "none")
+                    else ""
+                ),
                 "settings": settings,
                 "settings_differ": differ,
                 "overhead_a": stats.public(verdicts.overhead(ea)),

@@ -14,8 +14,21 @@ from reports import stats
 RESULTS = "results.jsonl"
 PHASES = ("reset", "forward", "backward", "update", "window", "sync")  # sync: DDP only
 # a case's identity: every setting that changes its figures (benches.spec uses the same list)
-SWEEP_IDENTITY = ("preset", "device", "dtype", "world_size", "repeat", "warmup", "threads", "seed")
-CASE_KEY = ("strategy", "accumulate", "live_tensors", *SWEEP_IDENTITY)
+SWEEP_IDENTITY = (
+    "preset",
+    "device",
+    "dtype",
+    "world_size",
+    "parallel",
+    "mesh",
+    "repeat",
+    "warmup",
+    "threads",
+    "seed",
+)
+CASE_KEY = ("strategy", "accumulate", "live_tensors", "grad_sync", *SWEEP_IDENTITY)
+# what a row written before a setting existed ran with
+DEFAULTS = {"parallel": "none", "grad_sync": "last", "mesh": ""}
 SCHEMA_VERSION = 2  # 2: paired overhead per row, held/peak memory, no baseline case
 
 
@@ -52,7 +65,7 @@ def read(directory: str | Path) -> list[dict[str, Any]]:
 
 
 def case_key(row: dict[str, Any]) -> tuple:
-    return tuple(row.get(k) for k in CASE_KEY)
+    return tuple(row.get(k, DEFAULTS.get(k)) for k in CASE_KEY)
 
 
 def pooled(rows: list[dict[str, Any]]) -> dict[tuple, dict[str, Any]]:

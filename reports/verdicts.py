@@ -213,19 +213,21 @@ def comparison(
 
 
 def case_fields(entry: dict[str, Any]) -> dict[str, Any]:
-    """The case's identity settings other than strategy, K and N (later axes land here)."""
-    return {}
+    """The case's swept settings other than strategy, K and N: strategies are compared only
+    with the same ones (a later axis lands here)."""
+    return {"grad_sync": entry.get("grad_sync", "last")}
 
 
 def verdicts(entries: list[dict[str, Any]], min_effect: float) -> dict[str, Any]:
     """verdicts.json's content: every unordered pair of strategies at every (K, N), per metric."""
     ok = [e for e in entries if e.get("rows")]
     floors = noise_floors(ok)
-    groups: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
+    groups: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
     for e in ok:
-        groups[(e["accumulate"], e["live_tensors"])].append(e)
+        fields = tuple(sorted(case_fields(e).items()))
+        groups[(e["accumulate"], e["live_tensors"], fields)].append(e)
     comparisons = []
-    for (k, n), here in sorted(groups.items()):
+    for (k, n, _), here in sorted(groups.items()):
         here = sorted(here, key=lambda e: e["strategy"])
         floor = floors[(k, n)]["floor"]
         for ea, eb in combinations(here, 2):
@@ -255,18 +257,73 @@ def verdicts(entries: list[dict[str, Any]], min_effect: float) -> dict[str, Any]
                 "strategy": e["strategy"],
                 "k": e["accumulate"],
                 "n": e["live_tensors"],
+                "case": case_fields(e),
                 **stats.public(overhead(e)),
             }
             for e in sorted(ok, key=lambda e: (e["accumulate"], e["live_tensors"], e["strategy"]))
         ],
         "comparisons": comparisons,
+        "grad_sync": flavour_verdicts(ok, floors, min_effect),
     }
 
 
-def lookup(result: dict[str, Any], a: str, b: str, k: int, n: int, metric: str) -> dict | None:
-    """The comparison of a against b (either order stored; the ratio inverted if needed)."""
+def flavour_ratio(entry: dict[str, Any]) -> dict[str, Any] | None:
+    """A case's flavour over ``every`` on the strategy's own model, paired per window in each
+    process (``flavour_window`` / ``reference_flavour_window``), pooled over its processes."""
+    groups = [
+        stats.log_ratios(r["samples"]["flavour_window"], r["samples"]["reference_flavour_window"])
+        for r in entry.get("rows", [])
+        if r.get("samples", {}).get("flavour_window")
+    ]
+    if not groups:
+        return None
+    seed = zlib.crc32(repr((entry["strategy"], entry["accumulate"], entry["grad_sync"])).encode())
+    return stats.paired(groups, seed=seed)
+
+
+def flavour_verdicts(entries, floors, min_effect: float) -> list[dict[str, Any]]:
+    """Under FSDP2/HSDP: each case's flavour against ``every``, with its verdict word (the rule
+    and noise floor of strategy comparisons at that K, N)."""
+    out = []
+    for e in sorted(entries, key=lambda e: (e["accumulate"], e["live_tensors"], e["strategy"])):
+        result = flavour_ratio(e)
+        if result is None:
+            continue
+        floor = floors[(e["accumulate"], e["live_tensors"])]["floor"]
+        low, high = result["ci_low"], result["ci_high"]
+        out.append(
+            {
+                "strategy": e["strategy"],
+                "k": e["accumulate"],
+                "n": e["live_tensors"],
+                "a": e["grad_sync"],
+                "b": "every",
+                "metric": "window",
+                **{key: result.get(key) for key in ("ratio", "ci_low", "ci_high", "confidence")},
+                "method": result.get("method"),
+                "pairs": result.get("pairs"),
+                "verdict": decide(low, high, min_effect, floor if floor is not None else math.inf),
+                "noisy": any(noisy(r) for r in e.get("rows", [])),
+            }
+        )
+    return out
+
+
+def lookup(
+    result: dict[str, Any],
+    a: str,
+    b: str,
+    k: int,
+    n: int,
+    metric: str,
+    case: dict[str, Any] | None = None,
+) -> dict | None:
+    """The comparison of a against b (either order stored; the ratio inverted if needed); with
+    ``case``, only one made with those settings (e.g. {"grad_sync": "last"})."""
     for c in result["comparisons"]:
         if (c["k"], c["n"], c["metric"]) != (k, n, metric):
+            continue
+        if case is not None and c.get("case", {}) != case:
             continue
         if (c["a"], c["b"]) == (a, b):
             return c

@@ -20,6 +20,10 @@ from strategies.base import Strategy
 from strategies.registry import get
 
 GRAD_REQS = ("add", "write", "null")
+#: when a window's gradients are reduced across ranks: after every micro-batch, only after the
+#: last (DDP ``no_sync``, FSDP2 ``set_requires_gradient_sync(False)``), or, on a 2-D (HSDP) mesh,
+#: reduce-scattered every micro-batch and all-reduced across replicas only after the last
+GRAD_SYNCS = ("every", "last", "scatter")
 T = TypeVar("T")
 
 _FREED_GRAPH = "Trying to backward through the graph a second time"
@@ -60,6 +64,62 @@ def _named_leaves(target: nn.Module | Iterable[torch.Tensor]) -> list[tuple[str,
     return named
 
 
+def fsdp_modules(target: object) -> list[nn.Module]:
+    """The FSDP2 (``fully_shard``) modules of a target whose root is one; [] otherwise."""
+    if not torch.distributed.is_available():
+        return []
+    from torch.distributed.fsdp import FSDPModule
+
+    if not isinstance(target, FSDPModule):
+        return []
+    return [m for m in target.modules() if isinstance(m, FSDPModule)]
+
+
+def _mesh_dims(target: nn.Module) -> int:
+    """The number of dimensions of the device mesh an FSDP2 target's parameters live on."""
+    param = next(target.parameters())
+    mesh = getattr(param, "device_mesh", None)
+    return mesh.ndim if mesh is not None else 1
+
+
+def check_grad_sync(mode: str, fsdp_root: nn.Module | None = None) -> None:
+    """A ValueError naming the valid flavours unless ``mode`` can run on this target."""
+    valid = ["every", "last"]
+    if fsdp_root is not None and _mesh_dims(fsdp_root) == 2:
+        valid.append("scatter")
+    if mode not in valid:
+        why = " (scatter needs FSDP2 on a 2-D HSDP mesh)" if mode in GRAD_SYNCS else ""
+        raise ValueError(f"unknown grad_sync {mode!r}{why}; valid here: {', '.join(valid)}")
+
+
+def synced(items: Iterable[T], module: nn.Module | None, grad_sync: str = "last") -> Iterator[T]:
+    """Yield a window's micro-batches, each with the gradient synchronisation ``grad_sync`` asks
+    of ``module`` (a DistributedDataParallel wrapper, an FSDP2 root, or anything else: then the
+    micro-batches pass through). The caller runs forward and backward inside the loop.
+    ``GradientCollector.micro_batches`` documents the flavours; a plain loop uses this too."""
+    items = list(items)
+    last = len(items) - 1
+    ddp = module if isinstance(module, DistributedDataParallel) else None
+    fsdp = module if fsdp_modules(module) else None
+    for i, item in enumerate(items):
+        deferred = i < last
+        if ddp is not None and deferred and grad_sync == "last":
+            with ddp.no_sync():
+                yield item
+        elif fsdp is not None:
+            try:
+                fsdp.set_requires_gradient_sync(not (deferred and grad_sync == "last"))
+                if grad_sync == "scatter":
+                    fsdp.set_requires_all_reduce(not deferred)
+                yield item
+            finally:  # an abandoned window leaves FSDP2 as it found it: syncing
+                if deferred:
+                    fsdp.set_requires_gradient_sync(True)
+                    fsdp.set_requires_all_reduce(True)
+        else:
+            yield item
+
+
 def _resolve_modes(grad_req: str | Mapping[str, str], names: list[str]) -> dict[str, str]:
     if isinstance(grad_req, str):
         if grad_req not in GRAD_REQS:
@@ -98,11 +158,15 @@ class GradientCollector:
         target: nn.Module | Iterable[torch.Tensor],
         strategy: str | Strategy = "native",
         grad_req: str | Mapping[str, str] = "add",
+        grad_sync: str = "last",
     ) -> None:
         self.module = target if isinstance(target, nn.Module) else None
         #: the DistributedDataParallel wrapper when the target is one: micro_batches() skips its
         #: all-reduce on all but the last micro-batch of a window (no_sync)
         self.ddp = target if isinstance(target, DistributedDataParallel) else None
+        #: the FSDP2 modules (root first) when the target was wrapped with ``fully_shard``: its
+        #: parameters and ``.grad`` are DTensor shards, reduce-scattered by FSDP2 outside autograd
+        self.fsdp = fsdp_modules(target)
         named = [(n, p) for n, p in _named_leaves(target) if p.requires_grad]
         if not named:
             raise ValueError(
@@ -110,6 +174,14 @@ class GradientCollector:
                 "(set requires_grad=True on at least one tensor)"
             )
         modes = _resolve_modes(grad_req, [n for n, _ in named])
+        if self.fsdp and any(m != "add" for m in modes.values()):
+            odd = sorted({m for m in modes.values() if m != "add"})
+            raise ValueError(
+                f"grad_req {odd[0]!r} cannot run under FSDP2 (fully_shard): FSDP2 writes the "
+                "sharded .grad itself, outside autograd; valid under FSDP2: add"
+            )
+        self._in_window = False
+        self.grad_sync = grad_sync
         if isinstance(strategy, str):
             strategy = get(strategy)
         elif not isinstance(strategy, Strategy):
@@ -128,7 +200,6 @@ class GradientCollector:
             self._write_hook(p) for n, p in self.named_params if modes[n] == "write"
         ]
         self.strategy = strategy
-        self._in_window = False
         self._closed = False
         self.windows = 0
         try:
@@ -148,6 +219,19 @@ class GradientCollector:
             return (None,) if _hooks.write_into_grad(param, grads[0]) else None
 
         return _hooks.register_prehook(param, write)
+
+    @property
+    def grad_sync(self) -> str:
+        """When gradients are reduced across ranks (see ``GRAD_SYNCS``); settable between
+        windows, so that two flavours can alternate window by window on one model."""
+        return self._grad_sync
+
+    @grad_sync.setter
+    def grad_sync(self, value: str) -> None:
+        if self._in_window:
+            raise RuntimeError("grad_sync cannot change inside a window; set it between windows")
+        check_grad_sync(value, self.fsdp[0] if self.fsdp else None)
+        self._grad_sync = value
 
     # -- the window -------------------------------------------------------------------------
     def __enter__(self) -> GradientCollector:
@@ -171,16 +255,19 @@ class GradientCollector:
     def micro_batches(self, items: Iterable[T]) -> Iterator[T]:
         """Iterate a window's micro-batches; run forward and backward inside the loop.
 
-        For a DistributedDataParallel target, every micro-batch but the last runs under
-        ``no_sync()``: gradients accumulate locally and only the last backward all-reduces.
+        How gradients are reduced across ranks follows ``grad_sync``:
+
+        - ``last`` (default): a DistributedDataParallel target runs every micro-batch but the
+          last under ``no_sync()``; an FSDP2 target under ``set_requires_gradient_sync(False)``
+          (unsharded gradients accumulate locally; the last backward reduce-scatters them);
+        - ``every``: every backward reduces (FSDP2: sharded gradients accumulate);
+        - ``scatter`` (FSDP2 on a 2-D HSDP mesh): every backward reduce-scatters within its
+          replica, the all-reduce across replicas waits for the last
+          (``set_requires_all_reduce(False)`` until then).
+
+        Without DDP or FSDP2 the micro-batches pass through.
         """
-        items = list(items)
-        for i, item in enumerate(items):
-            if self.ddp is not None and i < len(items) - 1:
-                with self.ddp.no_sync():
-                    yield item
-            else:
-                yield item
+        return synced(items, self.ddp or (self.fsdp[0] if self.fsdp else None), self.grad_sync)
 
     def backward(self, loss: torch.Tensor, retain_graph: bool | None = None) -> None:
         """Back-propagate one micro-batch's loss into the window's gradients."""

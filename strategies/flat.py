@@ -20,6 +20,12 @@ class FlatStrategy(Strategy):
     name = "flat"
 
     def attach(self, collector) -> None:
+        if collector.fsdp:
+            raise ValueError(
+                "strategy 'flat' cannot run under FSDP2 (fully_shard): a sharded parameter's "
+                ".grad must be a DTensor shard like the parameter, not a view into one flat "
+                "local buffer; use foreach for one fused reset"
+            )
         if collector.ddp is not None and collector.ddp.gradient_as_bucket_view:
             raise ValueError(
                 "strategy 'flat' cannot run under DistributedDataParallel with "

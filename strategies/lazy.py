@@ -21,6 +21,12 @@ class LazyStrategy(Strategy):
     name = "lazy"
 
     def attach(self, collector) -> None:
+        if collector.fsdp:
+            raise ValueError(
+                "strategy 'lazy' cannot run under FSDP2 (fully_shard): its AccumulateGrad hooks "
+                "sit on the sharded parameters, whose .grad FSDP2 writes by reduce-scatter "
+                "outside autograd, so they never run; use block, foreach or native"
+            )
         self._window = 0
         self._fresh = 0  # parameters that got a gradient in the current window
         self._seen = [-1] * len(collector.params)  # last window each parameter got a gradient

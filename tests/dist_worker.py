@@ -14,7 +14,7 @@ import torch
 import torch.distributed as dist
 
 import strategies
-from benches.distributed import AllReduceCounter
+from benches.distributed import CollectiveCounter
 from benches.gradients import grad_check, reference_grads
 from benches.workload import Workload
 
@@ -68,7 +68,7 @@ def check(rank: int, world: int, name: str, bucket_view: bool) -> dict:
     workload = Workload(preset="tiny", accumulate=K, dropout=0.0, device="cpu", seed=0)
     expected = [global_reference(workload, world, w) for w in range(2)]
     model = workload.distribute(gradient_as_bucket_view=bucket_view)
-    allreduce = AllReduceCounter(model)
+    allreduce = CollectiveCounter(model, "ddp")
     try:
         collector = strategies.GradientCollector(model, strategy=name)
     except ValueError as err:
@@ -80,9 +80,9 @@ def check(rank: int, world: int, name: str, bucket_view: bool) -> dict:
             tokens = workload.distributed_window_tokens(batches)
             with collector:
                 for batch in collector.micro_batches(batches):
-                    before = allreduce.calls
+                    before = allreduce.allreduce
                     collector.backward(workload.loss(batch, tokens))
-                    per_micro.append(allreduce.calls - before)
+                    per_micro.append(allreduce.allreduce - before)
             diffs.append(max_rel_diff(workload, expected[window]))
         collector.close()
         pitfall = max_rel_diff(workload, global_reference(workload, world, 1, per_rank_tokens=True))
@@ -95,3 +95,72 @@ def check(rank: int, world: int, name: str, bucket_view: bool) -> dict:
         }
     except Exception:
         return {**case, "error": traceback.format_exc()}
+
+
+def run_sharded(
+    rank: int, world: int, port: int, out: str, names: list[str], mesh: tuple[int, ...]
+) -> None:
+    """FSDP2 (1-D mesh) or HSDP (2-D): every strategy in every flavour its mesh allows."""
+    from benches.distributed import GRAD_SYNC, Parallel
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    torch.set_num_threads(1)
+    kind = "hsdp" if len(mesh) == 2 else "fsdp2"
+    parallel = Parallel(kind, torch.device("cpu"), mesh)
+    results = []
+    try:
+        for name in names:
+            for flavour in GRAD_SYNC[kind]:
+                results.append(check_sharded(rank, world, parallel, name, flavour))
+        results.append(refusals(parallel))
+    finally:
+        dist.destroy_process_group()
+    with open(f"{out}.{rank}", "w") as f:
+        json.dump(results, f)
+
+
+def check_sharded(rank: int, world: int, parallel, name: str, flavour: str) -> dict:
+    from benches.distributed import full
+
+    case = {"strategy": name, "grad_sync": flavour}
+    workload = Workload(preset="tiny", accumulate=K, dropout=0.0, device="cpu", seed=0)
+    # the references at the unsharded weights, before fully_shard turns them into DTensors
+    expected = [global_reference(workload, world, w) for w in range(2)]
+    model = parallel.wrap(workload.model)
+    counter = CollectiveCounter(model, parallel.kind)
+    try:
+        collector = strategies.GradientCollector(model, strategy=name, grad_sync=flavour)
+    except ValueError as err:
+        return {**case, "refused": str(err)}
+    try:
+        diffs, windows = [], []
+        for window in range(2):  # no step between: a reset that does nothing shows as 2x
+            batches = rank_batches(workload, rank, world, window)
+            tokens = workload.distributed_window_tokens(batches)
+            before = counter.snapshot()
+            with collector:
+                for batch in collector.micro_batches(batches):
+                    collector.backward(workload.loss(batch, tokens, model))
+            windows.append(counter.per_window(before, counter.snapshot()))
+            got = {n: None if p.grad is None else full(p.grad) for n, p in model.named_parameters()}
+            diffs.append(grad_check(got, expected[window], tolerance=0.0)["max_rel_diff"])
+        collector.close()
+        groups = len(counter.reduce_scatter)
+        return {**case, "max_rel_diff": max(diffs), "windows": windows, "groups": groups}
+    except Exception:
+        return {**case, "error": traceback.format_exc()}
+
+
+def refusals(parallel) -> dict:
+    """What a sharded target refuses: grad_req write, and scatter on a 1-D mesh."""
+    workload = Workload(preset="tiny", accumulate=K, dropout=0.0, device="cpu", seed=0)
+    model = parallel.wrap(workload.model)
+    out = {"strategy": None}
+    for key, kwargs in (("write", {"grad_req": "write"}), ("scatter", {"grad_sync": "scatter"})):
+        try:
+            strategies.GradientCollector(model, strategy="block", **kwargs).close()
+            out[key] = None
+        except ValueError as err:
+            out[key] = str(err)
+    return out

@@ -77,3 +77,82 @@ def test_no_sync_skips_the_all_reduce_until_the_last_micro_batch(results):
             for window in range(len(counts) // k):
                 micro = counts[window * k : (window + 1) * k]
                 assert micro[:-1] == [0] * (k - 1) and micro[-1] >= 1, (case["strategy"], counts)
+
+
+# -- FSDP2 and HSDP -------------------------------------------------------------------------------
+SHARDED = {"fsdp2": (2,), "hsdp": (2, 2)}  # 2 ranks; 4 ranks as 2 replicas x 2 shards
+
+
+@pytest.fixture(scope="module", params=sorted(SHARDED))
+def sharded(request, tmp_path_factory):
+    import dist_worker
+
+    mesh = SHARDED[request.param]
+    world = 1
+    for size in mesh:
+        world *= size
+    out = tmp_path_factory.mktemp(request.param) / "rank"
+    mp.spawn(
+        dist_worker.run_sharded,
+        args=(world, free_port(), str(out), strategies.available(), mesh),
+        nprocs=world,
+    )
+    per_rank = [json.loads(out.with_suffix(f".{rank}").read_text()) for rank in range(world)]
+    return request.param, per_rank
+
+
+def test_under_fsdp2_every_strategy_gives_the_global_batch_gradient_or_refuses(sharded):
+    kind, per_rank = sharded
+    refused = set()
+    for results in per_rank:
+        for case in results:
+            if case["strategy"] is None:
+                continue
+            assert "error" not in case, case.get("error")
+            if "refused" in case:
+                message = case["refused"]
+                assert "\n" not in message and f"'{case['strategy']}'" in message
+                assert "FSDP2" in message
+                refused.add(case["strategy"])
+                continue
+            # each rank's shard, gathered, equals the single-process global-batch gradient
+            assert case["max_rel_diff"] < 1e-5, (kind, case)
+    # lazy's hooks never run on sharded parameters; flat's views cannot be DTensor shards
+    assert refused == {"lazy", "flat"}
+
+
+def test_reduce_scatters_per_window_and_group_are_k_for_every_and_one_for_last(sharded):
+    import dist_worker
+
+    kind, per_rank = sharded
+    k = dist_worker.K
+    # per FSDP group and window: (reduce-scatters, HSDP all-reduces across replicas)
+    expected = {"every": (k, k), "scatter": (k, 1), "last": (1, 1)}
+    seen = set()
+    for results in per_rank:
+        for case in results:
+            if not case.get("windows"):
+                continue
+            scatters, allreduces = expected[case["grad_sync"]]
+            seen.add(case["grad_sync"])
+            for window in case["windows"]:
+                # a silent no-op (deferring nothing, or never syncing) would break these
+                assert window["reduce_scatter_per_group"] == [scatters], (kind, case)
+                assert window["reduce_scatter"] == scatters * case["groups"], (kind, case)
+                hsdp_allreduces = allreduces * case["groups"] if kind == "hsdp" else 0
+                assert window["allreduce"] == hsdp_allreduces, (kind, case)
+    assert seen == ({"every", "scatter", "last"} if kind == "hsdp" else {"every", "last"})
+
+
+def test_a_sharded_target_refuses_grad_req_write_and_scatter_on_a_1d_mesh(sharded):
+    kind, per_rank = sharded
+    for results in per_rank:
+        refusals = next(c for c in results if c["strategy"] is None)
+        assert "'write'" in refusals["write"] and "valid under FSDP2: add" in refusals["write"]
+        if kind == "fsdp2":
+            assert (
+                "'scatter'" in refusals["scatter"]
+                and "valid here: every, last" in (refusals["scatter"])
+            )
+        else:
+            assert refusals["scatter"] is None
