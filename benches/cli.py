@@ -470,7 +470,13 @@ def run_one(spec: CaseSpec, timeout: float) -> dict[str, Any]:
 def _exception_lines(log_path: Path) -> list[str]:
     """The distinct exception lines a case's processes printed, in the order they came."""
     lines = (line.strip() for line in log_path.read_text(errors="replace").splitlines())
-    return list(dict.fromkeys(line for line in lines if EXCEPTION_LINE.match(line)))
+    return list(
+        dict.fromkeys(
+            line
+            for line in lines
+            if EXCEPTION_LINE.match(line) and "ChildFailedError" not in line  # torchrun's own
+        )
+    )
 
 
 def _kill(proc: subprocess.Popen) -> None:

@@ -100,11 +100,12 @@ class Loop:
         """One timed window; ``update=False`` leaves its gradients without stepping;
         ``on_reset()`` runs right after the reset (the memory pass reads held bytes there)."""
         clock, collector, loss_of = self.clock, self.collector, self.workload.loss
+        if collector is not None and collector.grad_sync != self.grad_sync:
+            collector.grad_sync = self.grad_sync  # the flavour pass switches it, off the clock
         marks = [clock.mark()]
         if collector is None:  # its gradients were dropped at the end of its last window
             micro_batches = synced(batches, self.module, self.grad_sync)
         else:
-            collector.grad_sync = self.grad_sync
             collector.__enter__()
             micro_batches = collector.micro_batches(batches)
         if on_reset is not None:

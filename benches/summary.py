@@ -56,6 +56,8 @@ def print_summary(directory: Path, console: Console | None = None) -> None:
             status,
         )
     console.print(table)
+    if report["flavours"]:
+        console.print(flavour_table(report))
     floors = ", ".join(
         f"K={f['k']} N={f['n']:,}: {f['floor']:.1%}" if f["floor"] is not None else "unmeasured"
         for f in judged["noise_floor"]
@@ -76,3 +78,34 @@ def print_summary(directory: Path, console: Console | None = None) -> None:
     for target in report["targets"]:
         mark = "[green]PASS[/green]" if target["ok"] else "[red]FAIL[/red]"
         console.print(f"{mark} {target['target']}: {target['value']} (target {target['limit']})")
+
+
+def flavour_table(report: dict) -> Table:
+    """Under DDP/FSDP2/HSDP: every grad_sync flavour, with its paired ratio against every."""
+    table = Table(
+        title=f"grad_sync flavours ({report['parallel']}; the table above shows "
+        f"{report['grad_sync']})",
+        title_justify="left",
+    )
+    columns = ["strategy", "K", "live", "grad_sync", "window ms", "vs every (CI)"]
+    columns += ["reduce-scatters", "all-reduces", "held MiB/rank", "peak MiB/rank"]
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("strategy", "grad_sync") else "right")
+    for line in report["flavours"]:
+        vs = line.get("vs_every")
+        collectives = line.get("collectives") or {}
+        table.add_row(
+            line["strategy"],
+            str(line["k"]),
+            f"{line['n']:,}",
+            line["grad_sync"],
+            _ms(line["window"].get("median_s")),
+            f"{vs['ratio']:.3f} ({vs['ci_low']:.3f}-{vs['ci_high']:.3f}) {vs['verdict']}"
+            if vs and vs.get("ratio") is not None
+            else "-",
+            str(collectives.get("reduce_scatter", "-")),
+            str(collectives.get("allreduce", "-")),
+            _mib(line.get("held_bytes")),
+            _mib(line.get("peak_bytes")),
+        )
+    return table

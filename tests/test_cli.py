@@ -92,6 +92,14 @@ def sweep(*args: str, plugin_dir: Path | None = None, **kwargs) -> subprocess.Co
         (["--min-effect", "x"], "'x'"),
         (["--strategies", "baseline"], "'baseline'"),
         (["--strategies", "block", "--control", "lazy"], "'lazy'"),
+        (["--parallel", "zero3"], "'zero3'"),
+        (["--parallel", "none", "--world-size", "2"], "--world-size 2"),
+        (["--parallel", "fsdp2", "--world-size", "2", "--grad-sync", "scatter"], "'scatter'"),
+        (["--parallel", "ddp", "--grad-sync", "every,often"], "'often'"),
+        (["--parallel", "hsdp", "--world-size", "4", "--mesh", "3x2"], "'3x2'"),
+        (["--parallel", "hsdp", "--world-size", "4", "--mesh", "two"], "'two'"),
+        (["--parallel", "hsdp", "--world-size", "3"], "--world-size 3"),
+        (["--parallel", "fsdp2", "--world-size", "2", "--mesh", "1x2"], "'1x2'"),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(argv, named, capsys, tmp_path):
@@ -407,3 +415,54 @@ def test_world_size_two_runs_ddp_ranks_with_a_sync_phase(plugin_dir, tmp_path):
         assert row["status"] == "ok" and row["world_size"] == 2
         assert row["phases"]["sync"]["n"] == 2 and row["allreduce_per_window"] >= 1
         assert row["grad_check"]["ok"], row["grad_check"]
+
+
+def test_fsdp2_sweep_measures_both_flavours_paired_with_collectives(tmp_path):
+    out = tmp_path / "run"
+    args = [*QUICK, "--accumulate", "2", "--world-size", "2", "--parallel", "fsdp2"]
+    done = sweep(
+        *args, "--strategies", "block,lazy", "--grad-sync", "every,last", "--out", str(out)
+    )
+    assert done.returncode == 1, done.stderr  # lazy refuses under FSDP2: a failed row each
+    rows = {(r["strategy"], r["grad_sync"]): r for r in read(out)}
+    assert set(rows) == {(s, f) for s in ("block", "lazy") for f in ("every", "last")}
+    for flavour in ("every", "last"):
+        refused = rows[("lazy", flavour)]
+        assert refused["status"] == "failed" and "cannot run under FSDP2" in refused["error"]
+        row = rows[("block", flavour)]
+        assert row["status"] == "ok" and row["grad_check"]["ok"], row.get("error")
+        assert (row["parallel"], row["world_size"], row["mesh"]) == ("fsdp2", 2, "")
+        collectives = row["collectives_per_window"]
+        # K=2: a reduce-scatter per micro-batch and FSDP group for every, one for last
+        assert collectives["reduce_scatter_per_group"] == [2 if flavour == "every" else 1]
+        assert collectives["allreduce"] == 0  # 1-D mesh: no all-reduce across replicas
+        assert row["memory"]["held_bytes"] > 0  # block keeps this rank's gradient shards
+    paired = rows[("block", "last")]["grad_sync_vs_every"]
+    assert paired["pairs"] == 2 and paired["against"] == "every" and paired["ratio"] > 0
+    assert rows[("block", "every")]["grad_sync_vs_every"] is None  # every is the reference
+    judged = json.loads((out / "verdicts.json").read_text())
+    assert [(g["strategy"], g["a"], g["b"]) for g in judged["grad_sync"]] == [
+        ("block", "last", "every")
+    ]
+    html = (out / "index.html").read_text()
+    assert 'id="grad-sync"' in html and "reduce-scatters" in html
+
+
+def test_ddp_with_one_rank_wraps_the_model_in_ddp(tmp_path):
+    out = tmp_path / "run"
+    done = sweep(
+        *QUICK,
+        "--accumulate",
+        "2",
+        "--parallel",
+        "ddp",
+        "--strategies",
+        "native",
+        "--out",
+        str(out),
+    )
+    assert done.returncode == 0, done.stderr
+    (row,) = read(out)
+    assert row["status"] == "ok" and (row["parallel"], row["world_size"]) == ("ddp", 1)
+    assert row["allreduce_per_window"] >= 1 and row["grad_sync"] == "last"
+    assert "-ddp-last-" in row["case_id"]

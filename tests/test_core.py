@@ -330,8 +330,25 @@ def test_in_place_strategies_keep_gradient_storage(name):
 
 def test_micro_batches_pass_through_without_ddp():
     collector = strategies.GradientCollector(make_model())
-    assert collector.ddp is None
+    assert collector.ddp is None and collector.fsdp == [] and collector.grad_sync == "last"
     assert list(collector.micro_batches(iter([1, 2, 3]))) == [1, 2, 3]
+    collector.grad_sync = "every"  # no ranks: every flavour is the same
+    assert list(collector.micro_batches(iter([1, 2, 3]))) == [1, 2, 3]
+
+
+@pytest.mark.parametrize("flavour", ["scatter", "sometimes"])
+def test_grad_sync_a_target_cannot_run_is_a_one_line_error(flavour):
+    with pytest.raises(ValueError, match=f"'{flavour}'.*valid here: every, last") as info:
+        strategies.GradientCollector(make_model(), grad_sync=flavour)
+    assert "\n" not in str(info.value)
+    assert ("HSDP" in str(info.value)) == (flavour == "scatter")
+
+
+def test_grad_sync_cannot_change_inside_a_window():
+    collector = strategies.GradientCollector(make_model())
+    with collector, pytest.raises(RuntimeError, match="between windows"):
+        collector.grad_sync = "every"
+    assert collector.grad_sync == "last"
 
 
 def test_a_refusing_strategy_leaves_the_target_untouched():

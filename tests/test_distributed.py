@@ -156,3 +156,31 @@ def test_a_sharded_target_refuses_grad_req_write_and_scatter_on_a_1d_mesh(sharde
             )
         else:
             assert refusals["scatter"] is None
+
+
+# -- each rank on its own device --------------------------------------------------------------
+def test_each_rank_picks_its_own_local_device(monkeypatch):
+    import torch
+
+    from benches import distributed
+
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    assert distributed.local_device("cuda") == torch.device("cuda", 1)  # no GPU needed
+    assert distributed.local_device("cpu") == torch.device("cpu")
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    assert distributed.local_device("cuda") == torch.device("cuda", 0)
+
+
+@pytest.mark.cuda
+def test_ddp_on_cuda_names_the_ranks_own_device():
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a GPU")
+    from benches.workload import Workload
+
+    index = torch.cuda.device_count() - 1
+    workload = Workload(preset="tiny", device=f"cuda:{index}")
+    assert workload.device == torch.device("cuda", index)
+    torch.cuda.set_device(index)
+    assert Workload(preset="tiny", device="cuda").device.index == index  # the current device
