@@ -23,7 +23,7 @@ def install_project(session: nox.Session, extras: str = "bench") -> None:
 @nox.session(python=PYTHON, reuse_venv=True)
 def tests(session: nox.Session) -> None:
     """Run the whole test suite, as CI does."""
-    install_project(session, "bench,dev")  # dev: asv, for tests/test_asv.py
+    install_project(session, "bench,dev,hf")  # dev: asv (tests/test_asv.py); hf: the GPT-2 example
     session.run("python", "-m", "pytest", *(session.posargs or ["-q"]))
 
 
@@ -84,6 +84,17 @@ def bench_args(
     return [*rest, "--out", out], out, preset
 
 
+def bench_env(args: list[str], preset: str | None) -> dict[str, str]:
+    """The sweep's --preset and --workload, for the pytest-benchmark suites."""
+    env = {"ZEROGRAD_BENCH_PRESET": preset} if preset else {}
+    for i, arg in enumerate(args):
+        if arg == "--workload" and i + 1 < len(args):
+            env["ZEROGRAD_BENCH_WORKLOAD"] = args[i + 1]
+        elif arg.startswith("--workload="):
+            env["ZEROGRAD_BENCH_WORKLOAD"] = arg.split("=", 1)[1]
+    return env
+
+
 @nox.session(python=PYTHON, reuse_venv=True, default=False)
 def bench(session: nox.Session) -> None:
     """The main job: pytest-benchmark suites, then the sweep with memray; prints the report."""
@@ -105,7 +116,7 @@ def bench(session: nox.Session) -> None:
         f"--benchmark-json={out}/pytest-benchmark.json",
         "-p",
         "no:cacheprovider",
-        env={"ZEROGRAD_BENCH_PRESET": preset} if preset else None,
+        env=bench_env(args, preset),
     )
     session.run("python", "-m", "benches", "run", "--memray", *args)
 

@@ -7,6 +7,7 @@ working tree, so it must import against every commit: ``strategies`` is imported
 strategy the commit lacks raises NotImplementedError in ``setup`` (asv's skip), as scipy does.
 
     ZEROGRAD_ASV_PRESET=small asv run ...   # the workload preset; default tiny
+    ZEROGRAD_ASV_WORKLOAD=examples.workloads.convnet:workload asv run ...  # MODULE:FACTORY
 """
 
 from __future__ import annotations
@@ -25,12 +26,15 @@ from typing import ClassVar
 
 import torch
 
-from benches.workload import Workload
+from benches import protocol
+from benches.protocol import Bound as Workload
 
 # Every strategy the suite knows, written out: asv parameters must not depend on the installed
 # version (numpy's rule), or results of different commits would not line up.
 STRATEGIES = ["global", "block", "native", "lazy", "foreach", "flat"]
 PRESET = os.environ.get("ZEROGRAD_ASV_PRESET", "tiny")
+# importable in asv's environments: benches/ and the linked reports/ and examples/ (asv.conf.json)
+WORKLOAD = os.environ.get("ZEROGRAD_ASV_WORKLOAD", protocol.DEFAULT)
 THREADS = 1  # pinned: 2-core machines are shared, and more threads add noise, not signal
 SEED = 0
 
@@ -52,14 +56,16 @@ def require_cuda() -> None:
 
 def workload(accumulate: int = 1, live_tensors: int = 0, device: str = "cpu") -> Workload:
     """The seeded workload: each window gets its own model, so collectors never share one."""
-    return Workload(
-        preset=PRESET,
-        accumulate=accumulate,
-        live_tensors=live_tensors,
-        device=device,
-        dropout=0.0,
-        seed=SEED,
-        threads=THREADS,
+    return protocol.build(
+        WORKLOAD,
+        protocol.Settings(
+            device=device,
+            seed=SEED,
+            accumulate=accumulate,
+            live_tensors=live_tensors,
+            threads=THREADS,
+            preset=PRESET,
+        ),
     )
 
 

@@ -29,10 +29,9 @@ from typing import Any
 
 import torch
 
-from benches import distributed, envinfo, gradients, memory
+from benches import costmodel, distributed, envinfo, gradients, memory, protocol
 from benches.runner import PHASES, PairedRunner
 from benches.spec import CaseSpec
-from benches.workload import Workload
 from reports import stats
 
 __all__ = ["CaseSpec", "failed_measure", "main", "measure", "row_for", "run_case"]
@@ -52,16 +51,17 @@ def run_case(spec: CaseSpec) -> dict[str, Any] | None:
     device = distributed.local_device(spec.device)  # rank r of a node on cuda:r
     if spec.parallel != "none":
         distributed.init(device)
-    workload = Workload(
-        preset=spec.preset,
-        accumulate=spec.accumulate,
-        live_tensors=spec.live_tensors,
+    settings = protocol.Settings(
         device=str(device),
         dtype=spec.dtype,
-        dropout=0.0,  # the gradient check compares windows: no random masks
         seed=spec.seed,
+        accumulate=spec.accumulate,
+        live_tensors=spec.live_tensors,
         threads=spec.threads,
+        preset=spec.preset,
+        deterministic=True,  # the gradient check compares windows: no random masks
     )
+    workload = protocol.build(spec.workload, settings)
     # the data of every window, made before any clock runs; rank r holds windows w * world + r,
     # so ranks hold different tokens; a window's reference is the whole global batch's gradient
     windows = range(gradients.CHECK_WINDOWS)
@@ -98,7 +98,7 @@ def run_case(spec: CaseSpec) -> dict[str, Any] | None:
     rss_after_setup = memory.status_bytes("VmRSS")
     hwm_reset = memory.reset_peak_rss()
     samples: dict[str, list] = {phase: [] for phase in PHASES}
-    samples.update(plain_window=[], cpu_pressure=[])
+    samples.update(plain_window=[], plain_reset=[], cpu_pressure=[])
     if spec.parallel != "none":
         samples["sync"] = []
     footprint: list[int] = []  # memory after each pair: a leak shows as a slope
@@ -110,6 +110,7 @@ def run_case(spec: CaseSpec) -> dict[str, Any] | None:
         for phase, seconds in mine_t.items():
             samples[phase].append(seconds)
         samples["plain_window"].append(plain_t["window"])
+        samples["plain_reset"].append(plain_t["reset"])
         samples["cpu_pressure"].append(pressure)
         footprint.append(
             torch.cuda.memory_allocated(workload.device)
@@ -118,6 +119,14 @@ def run_case(spec: CaseSpec) -> dict[str, Any] | None:
         )
     flavours = flavour_pairs(spec, runner, timed) if parallel.sharded else {}
     samples.update(flavours)
+    costs = (  # after the timed pairs, off the clock: coefficients and counts of this process
+        None
+        if spec.control  # an extra process of the control: it measures noise, nothing else
+        else {
+            "coefficients": costmodel.calibrate(workload.device),
+            "counts": costmodel.count(runner.strategy, *timed[0]),
+        }
+    )
     context = {
         "rss_after_setup_bytes": rss_after_setup,
         "peak_rss_bytes": memory.status_bytes("VmHWM") if hwm_reset else None,
@@ -135,7 +144,8 @@ def run_case(spec: CaseSpec) -> dict[str, Any] | None:
         torch.distributed.destroy_process_group()
         if rank != 0:
             return None
-    return summarise(spec, workload, samples, check, {**held_peak, **context}, collectives)
+    measured = summarise(spec, workload, samples, check, {**held_peak, **context}, collectives)
+    return {**measured, "cost_model": cost_figures(costs, samples) if costs else None}
 
 
 def flavour_pairs(spec: CaseSpec, runner: PairedRunner, timed) -> dict[str, list[float]]:
@@ -159,8 +169,15 @@ def memory_figures(workload, spec: CaseSpec, data, parallel, rank: int) -> dict[
     capture = directory / f"{spec.case_id}.rank{rank}.bin"
     plain_capture = directory / f"{spec.case_id}.rank{rank}.plain.bin"
     try:
-        plain = memory.memory_pass(workload, None, data, plain_capture, parallel, spec.grad_sync)
-        mine = memory.memory_pass(workload, spec.strategy, data, capture, parallel, spec.grad_sync)
+        # the control's extra processes only measure noise: no timeline (the report draws the
+        # first process's)
+        extra = not spec.control
+        plain = memory.memory_pass(
+            workload, None, data, plain_capture, parallel, spec.grad_sync, extra
+        )
+        mine = memory.memory_pass(
+            workload, spec.strategy, data, capture, parallel, spec.grad_sync, extra
+        )
         figures: dict[str, Any] = {
             "held_bytes": mine["held_bytes"],
             "peak_bytes": mine["peak_bytes"],
@@ -170,6 +187,8 @@ def memory_figures(workload, spec: CaseSpec, data, parallel, rank: int) -> dict[
             # this rank's share: a sharded parameter counts its local shard
             "param_bytes": memory.storage_bytes(workload.model.parameters()),
             "memory_windows": memory.MEMORY_WINDOWS,
+            "timeline": mine["timeline"],
+            "plain_timeline": plain["timeline"],
             "memray_flamegraph": None,
         }
         # a flamegraph page is ~4.5 MB (memray's viewer): none for the control's extra processes
@@ -196,7 +215,9 @@ def summarise(spec, workload, samples, check, memory_row, collectives) -> dict[s
     overhead["plain"] = stats.summarize(plain)
     overhead["split_half"] = stats.split_half(plain)
     pressure = [p for p in samples["cpu_pressure"] if p is not None]
-    tokens_per_window = workload.tokens_per_window() * world
+    tokens = workload.tokens_per_window()
+    tokens_per_window = tokens * world if tokens is not None else None
+    flops = workload.flops_per_window()
     window_median = phases["window"]["median_s"]
     return {
         "status": "ok",
@@ -204,8 +225,10 @@ def summarise(spec, workload, samples, check, memory_row, collectives) -> dict[s
         "control": spec.control,
         "params": workload.num_params(),
         "tokens_per_window": tokens_per_window,
-        "tokens_per_second": tokens_per_window / window_median if window_median else None,
-        "flops_per_window": workload.flops_per_window() * world,
+        "tokens_per_second": (
+            tokens_per_window / window_median if window_median and tokens_per_window else None
+        ),
+        "flops_per_window": flops * world if flops is not None else None,
         "phases": phases,
         "samples": samples,
         "overhead": overhead,
@@ -224,6 +247,28 @@ def summarise(spec, workload, samples, check, memory_row, collectives) -> dict[s
         "grad_sync_vs_every": flavour_ratio(samples, spec),
         "memory": memory_row,
         "grad_check": check,
+    }
+
+
+def cost_figures(costs: dict[str, Any], samples: dict[str, list]) -> dict[str, Any]:
+    """The cost model's prediction for this case against what its timed pairs measured."""
+    # the window's fixed cost, in place: the plain loop's reset phase holds the same clock marks
+    # and the same loop around them, and no strategy work
+    coefficients = {
+        **costs["coefficients"],
+        "per_window_s": statistics.median(samples["plain_reset"]),
+    }
+    costs = {**costs, "coefficients": coefficients}
+    predicted = costmodel.predict(costs["counts"], coefficients)
+    reset = stats.summarize(samples["reset"])
+    paired = stats.summarize(
+        [a - b for a, b in zip(samples["window"], samples["plain_window"], strict=True)]
+    )
+    return {
+        **costs,
+        "predicted": predicted,
+        "measured": {"reset": reset, "paired_cost": paired},
+        **costmodel.judge(predicted, reset, paired, costs["counts"]),
     }
 
 
@@ -336,6 +381,7 @@ def by_hand(argv: list[str]) -> int:
     parser.add_argument("--mesh", default="", help="hsdp: RxS (default 2 x world/2)")
     parser.add_argument("--round", type=int, default=0, help="the process's round (0, 1, ...)")
     parser.add_argument("--plugin", action="append", default=[])
+    parser.add_argument("--workload", default=protocol.DEFAULT, help="MODULE:FACTORY")
     parser.add_argument("--out", required=True, help="directory; rank 0 appends its row")
     args = parser.parse_args(argv)
     world = distributed.ranks()[2]
@@ -364,6 +410,7 @@ def by_hand(argv: list[str]) -> int:
         threads=args.threads,
         round=args.round,
         plugins=args.plugin,
+        workload=args.workload,
         run_id=os.environ.get("ZEROGRAD_RUN_ID", uuid.uuid4().hex[:12]),
         out_dir=args.out,
         git=envinfo.git_state(),

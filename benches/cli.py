@@ -17,7 +17,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from benches import envinfo, gradients, memory, results
+from benches import envinfo, gradients, memory, protocol, results
 from benches.spec import OPTION, SWEEP_IDENTITY, CaseSpec
 from benches.workload import PRESETS
 from reports.rows import case_key
@@ -99,6 +99,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", help="results directory (default: reports/runs/<timestamp>)")
     run.add_argument("--seed", default="0", help="seed of weights and data (default 0)")
     run.add_argument(
+        "--workload",
+        default=protocol.DEFAULT,
+        help="MODULE:FACTORY, the workload every case runs (default: the reference "
+        f"transformer, {protocol.DEFAULT}; the protocol: benches/protocol.py)",
+    )
+    run.add_argument(
         "--world-size",
         default="1",
         help="run each case as N local ranks through torch.distributed.run",
@@ -166,6 +172,7 @@ class Sweep:
     out: Path
     seed: int
     world_size: int = 1
+    workload: str = protocol.DEFAULT
     parallel: str = "none"
     mesh: str = ""
     grad_sync: list[str] = dataclasses.field(default_factory=lambda: ["last"])
@@ -232,6 +239,8 @@ def resolve(args: argparse.Namespace) -> Sweep:
             f"--world-size {world_size} needs {world_size} GPUs; "
             f"valid here: 1 to {torch.cuda.device_count()}"
         )
+    if args.workload != protocol.DEFAULT:
+        check_workload(args.workload, device, preset, accumulate[0], seed)
     if args.timeout is not None:
         try:
             timeout = float(args.timeout)
@@ -273,6 +282,7 @@ def resolve(args: argparse.Namespace) -> Sweep:
         out=out,
         seed=seed,
         world_size=world_size,
+        workload=args.workload,
         parallel=parallel,
         mesh=mesh,
         grad_sync=grad_sync,
@@ -283,6 +293,25 @@ def resolve(args: argparse.Namespace) -> Sweep:
     if args.resume:
         same_settings(sweep)
     return sweep
+
+
+def check_workload(spec: str, device: str, preset: str, accumulate: int, seed: int) -> None:
+    """Build the workload once here, so that a bad spec is one usage line, not N failed cases."""
+    import gc
+
+    import torch
+
+    try:
+        made = protocol.build(
+            spec, protocol.Settings(device=device, seed=seed, accumulate=accumulate, preset=preset)
+        )
+        made.batches(0)
+    except protocol.WorkloadError as err:
+        raise UsageError(str(err)) from None
+    del made
+    gc.collect()
+    if device == "cuda":
+        torch.cuda.empty_cache()
 
 
 def parallel_settings(args: argparse.Namespace, world_size: int) -> tuple[str, str, list[str]]:

@@ -11,6 +11,8 @@ alone; the plain loop gets the same pass, for reference.
   and the collector existed. CUDA: ``max_memory_allocated`` (peak stats reset before, the bytes
   allocated before subtracted). CPU: memray's tracker (aggregated capture, peak heap since it
   started); ``None`` where memray is not installed.
+- ``timeline``: the last window's allocated bytes over time with its phases (``benches.timeline``:
+  the CUDA allocator's history, or the torch profiler's memory events on CPU).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from benches import timeline
 
 MEMORY_WINDOWS = 2  # held bytes are read after the first window's reset: steady state
 
@@ -75,7 +79,7 @@ class PeakTracker:
     def __enter__(self) -> PeakTracker:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
-            self._base = torch.cuda.memory_allocated(self.device)
+            self.base = torch.cuda.memory_allocated(self.device)
             torch.cuda.reset_peak_memory_stats(self.device)
             self.method = "torch.cuda.max_memory_allocated since before attach"
             return self
@@ -101,7 +105,7 @@ class PeakTracker:
 
     def peak(self) -> int | None:
         if self.device.type == "cuda":
-            return torch.cuda.max_memory_allocated(self.device) - self._base
+            return torch.cuda.max_memory_allocated(self.device) - self.base
         if self._tracker is None:
             return None
         import memray
@@ -120,26 +124,70 @@ def memory_pass(
     capture: Path | None,
     parallel=None,
     grad_sync: str = "last",
+    timeline_window: bool = True,
 ) -> dict:
     """held_bytes and peak_bytes of ``MEMORY_WINDOWS`` windows of a fresh replica (per rank:
-    under FSDP2 the held gradients are this rank's shards)."""
-    from benches.runner import Loop, replica
-
+    under FSDP2 the held gradients are this rank's shards), and a window's timeline."""
     gc.collect()
     if workload.device.type == "cuda":
         torch.cuda.empty_cache()
     held: list[int] = []
     with PeakTracker(workload.device, capture) as tracker:
-        model = parallel.unsharded(workload.model) if parallel else replica(workload.model)
-        loop = Loop(workload, model, strategy, parallel, grad_sync)
+        loop = _fresh_loop(workload, strategy, parallel, grad_sync)
 
         def read_held() -> None:
-            held.append(held_bytes(loop.collector) if loop.collector else plain_held_bytes(model))
+            held.append(
+                held_bytes(loop.collector) if loop.collector else plain_held_bytes(loop.model)
+            )
 
         for i in range(MEMORY_WINDOWS):
             loop.window(*data[i % len(data)], on_reset=read_held)
         loop.close()
-    return {"held_bytes": held[-1], "peak_bytes": tracker.peak(), "peak_method": tracker.method}
+    return {
+        "held_bytes": held[-1],
+        "peak_bytes": tracker.peak(),
+        "peak_method": tracker.method,
+        # after the tracker: the recorder's own allocations must not reach the peak
+        "timeline": (
+            window_timeline(workload, strategy, data, parallel, grad_sync)
+            if timeline_window
+            else None
+        ),
+    }
+
+
+def window_timeline(workload, strategy, data, parallel=None, grad_sync: str = "last") -> dict:
+    """Allocated bytes over the second window of a fresh replica (the first warms it up), from
+    what the replica holds before the first: recording from there, a free in the second window
+    of what the first allocated is seen."""
+    stamps = timeline.Stamps()
+    loop = _fresh_loop(workload, strategy, parallel, grad_sync)
+    base = replica_bytes(loop)
+    with timeline.Recorder(workload.device) as recorder:
+        loop.window(*data[0])
+        loop.window(*data[1 % len(data)], stamps=stamps)
+    loop.close()
+    method = timeline.CUDA_METHOD if workload.device.type == "cuda" else timeline.CPU_METHOD
+    return timeline.window_timeline(recorder.points(base), stamps, method, base)
+
+
+def _fresh_loop(workload, strategy, parallel, grad_sync):
+    from benches.runner import Loop, replica
+
+    model = parallel.unsharded(workload.model) if parallel else replica(workload.model)
+    return Loop(workload, model, strategy, parallel, grad_sync)
+
+
+def replica_bytes(loop) -> int:
+    """The bytes a loop's replica holds: weights, gradients, optimizer state, strategy tensors."""
+    params = list(loop.model.parameters())
+    tensors = params + [p.grad for p in params if p.grad is not None]
+    tensors += [t for state in loop.optimizer.state.values() for t in _tensors(state)]
+    if loop.collector is not None:
+        ids = {id(p) for p in params}
+        for value in vars(loop.collector.strategy).values():
+            tensors += [t for t in _tensors(value) if id(t) not in ids]
+    return storage_bytes(tensors)
 
 
 def flamegraph(capture: Path, out: Path) -> bool:

@@ -95,14 +95,22 @@ class Loop:
         )
 
     def window(
-        self, batches, tokens: float, update: bool = True, on_reset=None
+        self, batches, tokens: float, update: bool = True, on_reset=None, stamps=None
     ) -> dict[str, float]:
         """One timed window; ``update=False`` leaves its gradients without stepping;
-        ``on_reset()`` runs right after the reset (the memory pass reads held bytes there)."""
+        ``on_reset()`` runs right after the reset (the memory pass reads held bytes there);
+        ``stamps`` (a ``timeline.Stamps``) gets the host time of each phase boundary."""
         clock, collector, loss_of = self.clock, self.collector, self.workload.loss
         if collector is not None and collector.grad_sync != self.grad_sync:
             collector.grad_sync = self.grad_sync  # the flavour pass switches it, off the clock
-        marks = [clock.mark()]
+        marks: list = []
+
+        def mark(label: str) -> None:
+            marks.append(clock.mark())
+            if stamps is not None:
+                stamps.mark(label)
+
+        mark("start")
         if collector is None:  # its gradients were dropped at the end of its last window
             micro_batches = synced(batches, self.module, self.grad_sync)
         else:
@@ -110,24 +118,24 @@ class Loop:
             micro_batches = collector.micro_batches(batches)
         if on_reset is not None:
             on_reset()
-        marks.append(clock.mark())
-        for batch in micro_batches:
+        mark("reset")
+        for i, batch in enumerate(micro_batches, 1):
             loss = loss_of(batch, tokens, self.module)
-            marks.append(clock.mark())
+            mark(f"forward {i}")
             if collector is None:
                 loss.backward()
             else:
                 collector.backward(loss)
-            marks.append(clock.mark())
+            mark(f"backward {i}")
         if collector is not None:
             collector.__exit__(None, None, None)
-        marks.append(clock.mark())
+        mark("update")
         if update and collector is None:
             self.optimizer.step()
             self.optimizer.zero_grad(set_to_none=True)
         elif update:
             collector.step(self.optimizer)
-        marks.append(clock.mark())
+        mark("end")
         clock.settle(marks[-1])
         seconds = [clock.seconds(a, b) for a, b in itertools.pairwise(marks)]
         micro = seconds[1:-2]  # forward, backward, forward, backward, ...

@@ -16,6 +16,7 @@ from reports.rows import SWEEP_IDENTITY
 __all__ = ["IDENTITY", "OPTION", "SWEEP_IDENTITY", "CaseSpec"]
 # the option spelling of each setting, for messages
 OPTION = {
+    "workload": "--workload",
     "preset": "--preset",
     "device": "--device",
     "dtype": "dtype",
@@ -47,6 +48,7 @@ class CaseSpec:
     threads: int = 1
     seed: int = 0
     dtype: str = "float32"
+    workload: str = "benches.workload:workload"  # MODULE:FACTORY (benches/protocol.py)
     memray: bool = False  # a flamegraph of the memory pass
     keep_captures: bool = False  # keep memray's capture file beside the flamegraph
     plugins: list[str] = dataclasses.field(default_factory=list)

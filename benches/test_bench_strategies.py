@@ -5,8 +5,10 @@ Each benchmark builds its own workload in a fixture and frees it, with ``gc.coll
 before the next one, and afterwards checks the gradients it produced against a reference
 computed without any strategy. The order of the benchmarks is shuffled per session
 (benches/conftest.py; ZEROGRAD_BENCH_SEED=N repeats an order). ZEROGRAD_BENCH_PRESET picks the
-preset (default tiny; ``nox -s bench -- --preset X`` sets it to the sweep's preset), and
-ZEROGRAD_BENCH_THREADS the torch threads (default 1: steady on a shared machine).
+preset (default tiny; ``nox -s bench -- --preset X`` sets it to the sweep's preset),
+ZEROGRAD_BENCH_WORKLOAD the workload (MODULE:FACTORY, benches/protocol.py; ``nox -s bench --
+--workload X`` sets it), and ZEROGRAD_BENCH_THREADS the torch threads (default 1: steady on a
+shared machine).
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ import pytest
 import torch
 
 import strategies
+from benches import protocol
 from benches.gradients import reference_grads
-from benches.workload import Workload
+from benches.protocol import Bound as Workload
 
 PRESET = os.environ.get("ZEROGRAD_BENCH_PRESET", "tiny")
+WORKLOAD = os.environ.get("ZEROGRAD_BENCH_WORKLOAD", protocol.DEFAULT)
 THREADS = int(os.environ.get("ZEROGRAD_BENCH_THREADS", "1"))
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 ROUNDS = 10
@@ -40,14 +44,16 @@ def build():
     made = []
 
     def make(strategy: str, accumulate: int = 1, live_tensors: int = 0):
-        workload = Workload(
-            preset=PRESET,
-            accumulate=accumulate,
-            live_tensors=live_tensors,
-            device=DEVICE,
-            dropout=0.0,
-            seed=0,
-            threads=THREADS,
+        workload = protocol.build(
+            WORKLOAD,
+            protocol.Settings(
+                device=DEVICE,
+                seed=0,
+                accumulate=accumulate,
+                live_tensors=live_tensors,
+                threads=THREADS,
+                preset=PRESET,
+            ),
         )
         collector = strategies.GradientCollector(workload.model, strategy=strategy)
         optimizer = torch.optim.AdamW(workload.model.parameters(), lr=1e-4)
@@ -80,6 +86,7 @@ def _extra(benchmark, workload: Workload, strategy: str, **more) -> None:
     benchmark.extra_info.update(
         strategy=strategy,
         preset=PRESET,
+        workload=WORKLOAD,
         device=DEVICE,
         threads=THREADS,
         params=workload.num_params(),
@@ -122,10 +129,11 @@ def test_reset(benchmark, build, strategy, live_tensors):
     """The strategy's reset hook alone (window start), after a window filled the gradients."""
     workload, collector, _ = build(strategy, live_tensors=live_tensors)
     batch = workload.batches(0)[0]
+    tokens = workload.window_tokens([batch])
 
     def fill():  # untimed: every round starts from a window's worth of gradients
         with collector:
-            collector.backward(workload.loss(batch, batch.n_tokens))
+            collector.backward(workload.loss(batch, tokens))
         _sync()
 
     strategy_reset = collector.strategy.reset
@@ -141,4 +149,4 @@ def test_reset(benchmark, build, strategy, live_tensors):
     # the last timed reset followed a fill: one more fill must give one micro-batch's gradient,
     # not two (a reset that does nothing leaves the earlier fill's gradient to add to)
     fill()
-    _assert_grads(workload, reference_grads(workload, [batch], batch.n_tokens))
+    _assert_grads(workload, reference_grads(workload, [batch], tokens))

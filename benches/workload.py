@@ -358,6 +358,8 @@ class Workload:
     def window_tokens(self, batches: list[Batch]) -> int:
         return sum(b.n_tokens for b in batches)
 
+    normaliser = window_tokens  # the protocol's name (benches/protocol.py)
+
     def distribute(self, **ddp_options) -> torch.nn.parallel.DistributedDataParallel:
         """Wrap the model in DistributedDataParallel (the process group must be initialised).
 
@@ -457,3 +459,17 @@ if __name__ == "__main__":
             f"  {c.n_heads:>5}  {c.d_ff:>5}  {c.vocab_size:>5}  {c.batch_size:>5}"
             f"  {c.min_seq_len}..{c.max_seq_len}"
         )
+
+
+def workload(settings) -> Workload:
+    """The reference transformer as a workload factory (the protocol: benches/protocol.py)."""
+    return Workload(
+        preset=settings.preset,
+        accumulate=settings.accumulate,
+        live_tensors=settings.live_tensors,
+        device=settings.device,
+        dtype=settings.dtype,
+        dropout=0.0 if settings.deterministic else None,
+        seed=settings.seed,
+        threads=settings.threads,
+    )

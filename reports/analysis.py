@@ -369,6 +369,52 @@ def flamegraphs(directory: Path, entries: list[dict[str, Any]]) -> list[dict[str
     return out
 
 
+def timelines(entries: list[dict[str, Any]], k: int, n: int) -> list[dict[str, Any]]:
+    """One window's memory timeline per strategy at K, N (its first process), and the plain
+    loop's beside them (from the first case that has one)."""
+    out, plain = [], None
+    for e in sorted(entries, key=lambda e: strategy_order(e["strategy"])):
+        if (e["accumulate"], e["live_tensors"]) != (k, n) or not e.get("rows"):
+            continue
+        memory = e["rows"][0].get("memory") or {}
+        if memory.get("timeline"):
+            out.append({"label": e["strategy"], "timeline": memory["timeline"]})
+        if plain is None and memory.get("plain_timeline"):
+            plain = {"label": "plain loop", "timeline": memory["plain_timeline"]}
+    return [*out, plain] if out and plain else out
+
+
+def cost_table(entries: list[dict[str, Any]], k: int) -> list[dict[str, Any]]:
+    """The cost model's prediction against the measured reset and paired cost, per strategy and
+    N at K (each case's first process: coefficients are calibrated in each process)."""
+    out = []
+    for e in sorted(entries, key=lambda e: (strategy_order(e["strategy"]), e["live_tensors"])):
+        if e["accumulate"] != k or not e.get("rows"):
+            continue
+        model = e["rows"][0].get("cost_model")
+        if not model:
+            continue
+        predicted, measured = model["predicted"], model["measured"]
+        reset, paired = measured["reset"], measured["paired_cost"]
+        out.append(
+            {
+                "strategy": e["strategy"],
+                "n": e["live_tensors"],
+                "counts": model["counts"],
+                "predicted": predicted,
+                "reset": reset,
+                "paired": paired,
+                "reset_ratio": (
+                    reset["median_s"] / predicted["reset_s"] if predicted["reset_s"] else None
+                ),
+                "explained": model["explained"],
+                "flags": model["flags"],
+                "coefficients": model["coefficients"],
+            }
+        )
+    return out
+
+
 def main_flavour(entries) -> str:
     """The grad_sync flavour the report's tables show: last if swept, else the first."""
     flavours = sorted({e["grad_sync"] for e in entries})
@@ -443,6 +489,7 @@ def report(directory: str | Path) -> dict[str, Any]:
     result: dict[str, Any] = {
         "directory": directory,
         "world_size": max((r.get("world_size") or 1 for r in rows), default=1),
+        "workload": first.get("workload", "benches.workload:workload"),
         "has_sync": any("sync" in (r.get("phases") or {}) for r in ok_rows),
         "run": run,
         "sweep": sweep,
@@ -472,10 +519,14 @@ def report(directory: str | Path) -> dict[str, Any]:
     }
     if chosen:
         k, n = chosen
+        result["timelines"] = timelines(entries, k, n)
+        result["costs"] = cost_table(entries, k)
         result["answer"] = answer(entries, k, n, judged)
         result["slopes"] = reset_slopes(entries, k)
         result["default_cases"] = [c for c in result["cases"] if (c["k"], c["n"]) == (k, n)]
     else:
+        result["timelines"] = []
+        result["costs"] = []
         result["answer"] = None
         result["slopes"] = []
         result["default_cases"] = []

@@ -71,7 +71,7 @@ def environment() -> jinja2.Environment:
 
 def render_charts(report: dict[str, Any]) -> dict[str, str | None]:
     """Each chart that this sweep's cases can draw, as inline SVG; None where it cannot."""
-    out: dict[str, str | None] = dict.fromkeys(("phases", "memory", "reset", "window"))
+    out: dict[str, str | None] = dict.fromkeys(("phases", "memory", "reset", "window", "timeline"))
     if not report["default"]:
         return out
     k, n = report["default"]
@@ -89,6 +89,8 @@ def render_charts(report: dict[str, Any]) -> dict[str, str | None]:
         out["reset"] = charts.reset_vs_live(report["slopes"], k)
     if len(report["ks"]) > 1:
         out["window"] = charts.window_vs_k(report["cases"], n)
+    if report["timelines"]:
+        out["timeline"] = charts.timelines(report["timelines"], k, n)
     return out
 
 

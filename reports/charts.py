@@ -276,3 +276,46 @@ def ratios(lines: list[dict[str, Any]], label_a: str, label_b: str) -> str:
     fig.legend(loc="outside lower center", fontsize="small", ncols=5)
     ax.grid(axis="x", alpha=0.3, which="both")
     return to_svg(fig, "compare-window")
+
+
+def timelines(lines: list[dict[str, Any]], k: int, n: int) -> str:
+    """Allocated memory over one window per strategy on one shared axis, each line's phase
+    boundaries marked on it. Time 0 is the end of each line's reset, so forward, backward and
+    update line up; a reset longer than the axis shows (clipped) to the left, its length noted."""
+    fig = Figure(figsize=(WIDTH, 5.0), layout="constrained")
+    ax = fig.add_subplot()
+    after = max(_reset_end(line, end=True) for line in lines)
+    left = min(max(_reset_end(line) for line in lines), 0.25 * after) or 1.0
+    for i, line in enumerate(lines):
+        timeline, zero = line["timeline"], _reset_end(line)
+        xs = [p[0] - zero for p in timeline["points"]]
+        ys = [p[1] / 2**20 for p in timeline["points"]]
+        look = style(i)
+        label = line["label"] + (f" (reset {zero:.0f} ms, clipped)" if zero > left else "")
+        ax.step(xs, ys, where="post", color=look["color"], linestyle=look["linestyle"],
+                linewidth=1.4, label=label)  # fmt: skip
+        for name, t in timeline["phases"]:  # the phase boundaries, on the line
+            level = next(
+                (y for x, y in zip(reversed(xs), reversed(ys), strict=True) if x <= t - zero),
+                ys[0],
+            )
+            marker = {"reset": "v", "update": "s", "end": "|"}.get(name.split(" ")[0], ".")
+            ax.plot([t - zero], [level], marker=marker, color=look["color"], markersize=6)
+    ax.set_xlim(-1.05 * left, 1.02 * after)
+    ax.axvline(0, color="black", linewidth=0.8, alpha=0.5)
+    ax.set_xlabel(
+        "ms from the end of the reset (left of 0: the reset); markers: \u25bc reset ends, "
+        "\u2022 forward/backward boundaries, \u25a0 update starts, | window ends"
+    )
+    ax.set_ylabel("allocated (MiB)")
+    ax.set_title(f"Memory over one window (K={k}, live tensors={n:,})")
+    ax.grid(alpha=0.3)
+    fig.legend(loc="outside lower center", fontsize="small", ncols=min(4, len(lines)))
+    return to_svg(fig, "timeline")
+
+
+def _reset_end(line: dict[str, Any], end: bool = False) -> float:
+    """ms from the window's start to the end of its reset (``end``: from there to the end)."""
+    timeline = line["timeline"]
+    reset = next((t for name, t in timeline["phases"] if name == "reset"), 0.0)
+    return timeline["window_ms"] - reset if end else reset

@@ -78,6 +78,7 @@ def comparison(dir_a: str | Path, dir_b: str | Path) -> dict[str, Any]:
         strategy, k, n, flavour = key
         floors = [f for f in (_floor(a, k, n), _floor(b, k, n)) if f is not None]
         floor = max(floors) if len(floors) == 2 else None
+        memory = [(side["floors"].get((k, n)) or {}).get("memory") or {} for side in (a, b)]
         settings = {
             name: eb["rows"][0].get(name) for name in SWEEP_IDENTITY if name not in ("preset",)
         }
@@ -92,6 +93,7 @@ def comparison(dir_a: str | Path, dir_b: str | Path) -> dict[str, Any]:
                 metric,
                 min_effect,
                 floor,
+                max(m.get(metric, 0.0) for m in memory),
                 strategy=strategy,
                 a=f"B:{strategy}",
                 b=f"A:{strategy}",

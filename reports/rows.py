@@ -15,6 +15,7 @@ RESULTS = "results.jsonl"
 PHASES = ("reset", "forward", "backward", "update", "window", "sync")  # sync: DDP only
 # a case's identity: every setting that changes its figures (benches.spec uses the same list)
 SWEEP_IDENTITY = (
+    "workload",
     "preset",
     "device",
     "dtype",
@@ -28,7 +29,12 @@ SWEEP_IDENTITY = (
 )
 CASE_KEY = ("strategy", "accumulate", "live_tensors", "grad_sync", *SWEEP_IDENTITY)
 # what a row written before a setting existed ran with
-DEFAULTS = {"parallel": "none", "grad_sync": "last", "mesh": ""}
+DEFAULTS = {
+    "parallel": "none",
+    "grad_sync": "last",
+    "mesh": "",
+    "workload": "benches.workload:workload",
+}
 SCHEMA_VERSION = 2  # 2: paired overhead per row, held/peak memory, no baseline case
 
 

@@ -23,8 +23,12 @@ Without several processes of any strategy at (K, N) the floor is unknown (null) 
 comparison there can be ``lower`` or ``higher``.
 
 Memory figures are exact (bytes counted from storages, or a tracker's peak), so they have no CI:
-equal is ``same``, a difference beyond min_effect of the larger is ``lower``/``higher``, a smaller
-one ``same``.
+equal is ``same``, a difference within min_effect of the larger is ``same``, one beyond both
+min_effect and the memory floor is ``lower``/``higher``, one in between ``unclear``. The memory
+floor at (K, N) is measured too: the largest relative spread of one figure between processes
+that ran the same loop (the plain loop beside every case, and each case run in several
+processes). On one CPU process it is 0 (memray's peak repeats to the byte); with ranks, gloo's
+threads allocate on their own schedule and a peak can move between identical processes.
 """
 
 from __future__ import annotations
@@ -60,7 +64,9 @@ RULE = (
     "unclear; memory: exact, beyond "
     "min_effect of the larger is lower/higher, else same"
 )
-MEMORY_METHOD = "exact bytes: no CI; a difference beyond min_effect of the larger decides"
+MEMORY_METHOD = (
+    "exact bytes: no CI; a difference beyond max(min_effect, memory floor) of the larger decides"
+)
 
 
 def decide(low: float | None, high: float | None, min_effect: float, floor: float) -> str:
@@ -78,8 +84,11 @@ def decide(low: float | None, high: float | None, min_effect: float, floor: floa
     return "unclear"
 
 
-def decide_exact(a: float | None, b: float | None, min_effect: float) -> dict[str, Any]:
-    """An exact figure a against b: ratio and verdict, no CI."""
+def decide_exact(
+    a: float | None, b: float | None, min_effect: float, floor: float = 0.0
+) -> dict[str, Any]:
+    """An exact figure a against b: ratio and verdict, no CI; ``floor``: the relative spread
+    the same figure showed between identical processes (unclear within it)."""
     if a is None or b is None:
         return {
             "ratio": None,
@@ -93,6 +102,8 @@ def decide_exact(a: float | None, b: float | None, min_effect: float) -> dict[st
     larger = max(a, b)
     if a == b or abs(a - b) <= min_effect * larger:
         verdict = "same"
+    elif abs(a - b) <= floor * larger:
+        verdict = "unclear"
     else:
         verdict = "higher" if a > b else "lower"
     return {
@@ -171,6 +182,7 @@ def noise_floors(entries: list[dict[str, Any]]) -> dict[tuple[int, int], dict[st
             **parts,
             "df": df,
             "measured": bound is not None,
+            "memory": memory_floors(here),
         }
     return out
 
@@ -189,18 +201,44 @@ def compare_time(ea, eb, min_effect: float, floor: float | None) -> dict[str, An
     }
 
 
-def compare_memory(ea, eb, metric: str, min_effect: float) -> dict[str, Any]:
+def compare_memory(ea, eb, metric: str, min_effect: float, floor: float = 0.0) -> dict[str, Any]:
     key = MEMORY_KEYS[metric]
-    return decide_exact(memory_figure(ea, key), memory_figure(eb, key), min_effect)
+    return decide_exact(memory_figure(ea, key), memory_figure(eb, key), min_effect, floor)
+
+
+def memory_floors(entries: list[dict[str, Any]]) -> dict[str, float]:
+    """Per memory metric, the largest relative spread (max - min) / max of the figure between
+    processes that ran the same loop: the plain loop of every process with the same swept
+    settings, and each case's own processes."""
+    out = {}
+    for metric, key in MEMORY_KEYS.items():
+        plain: dict[tuple, list[float]] = defaultdict(list)
+        samples = []
+        for e in entries:
+            rows = [r.get("memory") or {} for r in e.get("rows", [])]
+            plain[tuple(sorted(case_fields(e).items()))] += [
+                m[f"plain_{key}"] for m in rows if m.get(f"plain_{key}") is not None
+            ]
+            samples.append([m[key] for m in rows if m.get(key) is not None])
+        samples += list(plain.values())
+        spreads = [(max(v) - min(v)) / max(v) for v in samples if len(v) > 1 and max(v) > 0]
+        out[metric] = max(spreads, default=0.0)
+    return out
 
 
 def comparison(
-    ea, eb, metric: str, min_effect: float, floor: float | None, **fields: Any
+    ea,
+    eb,
+    metric: str,
+    min_effect: float,
+    floor: float | None,
+    memory_floor: float = 0.0,
+    **fields: Any,
 ) -> dict[str, Any]:
     measured = (
         compare_time(ea, eb, min_effect, floor)
         if metric == "window"
-        else compare_memory(ea, eb, metric, min_effect)
+        else compare_memory(ea, eb, metric, min_effect, memory_floor)
     )
     return {
         **fields,
@@ -239,6 +277,7 @@ def verdicts(entries: list[dict[str, Any]], min_effect: float) -> dict[str, Any]
                         metric,
                         min_effect,
                         floor,
+                        floors[(k, n)]["memory"].get(metric, 0.0),
                         a=ea["strategy"],
                         b=eb["strategy"],
                         k=k,

@@ -26,7 +26,36 @@ def register_prehook(param: torch.Tensor, hook: PreHook) -> tuple[torch.autograd
     """Register ``hook`` on ``param``'s AccumulateGrad node: (node, handle), both kept by the
     caller (the node is weakly held by its tensor; ``handle.remove()`` takes the hook off)."""
     node = grad_accumulator(param)
-    return node, node.register_prehook(hook)
+    handle = _Handle(node.register_prehook(hook), param)
+    return node, handle
+
+
+def live_prehooks(param: torch.Tensor) -> int:
+    """How many pre-hooks registered here are on ``param``'s node now (the cost model's count)."""
+    return _LIVE.get(id(param), 0)
+
+
+# id(param) -> live pre-hooks; a live handle holds its param, so the id cannot be reused
+_LIVE: dict[int, int] = {}
+
+
+class _Handle:
+    """torch's removable handle, keeping ``live_prehooks`` right (nothing in the hook's path)."""
+
+    __slots__ = ("_handle", "_param")
+
+    def __init__(self, handle: Any, param: torch.Tensor) -> None:
+        self._handle, self._param = handle, param
+        _LIVE[id(param)] = live_prehooks(param) + 1
+
+    def remove(self) -> None:
+        if self._param is not None:
+            self._handle.remove()
+            key = id(self._param)
+            _LIVE[key] -= 1
+            if not _LIVE[key]:
+                del _LIVE[key]
+            self._param = None
 
 
 def write_into_grad(param: torch.Tensor, grad: torch.Tensor | None) -> bool:

@@ -40,13 +40,15 @@ SECTIONS = (  # index.html's sections, in the page's order
     "verdicts",
     "overhead",
     "charts",
+    "timeline",
+    "cost-model",
     "flamegraphs",
     "failed",
     "pytest-benchmark",
     "environment",
     "raw",
 )
-CHARTS = ["phases", "memory", "reset-vs-live", "window-vs-k"]
+CHARTS = ["phases", "memory", "reset-vs-live", "window-vs-k", "timeline"]
 COMPARE_SECTIONS = ("runs", "verdict", "chart", "phases", "environment")
 WORDS = ("lower", "higher", "same", "unclear")
 MIB = 2**20
@@ -156,6 +158,13 @@ def make_row(
         "peak_rss_is_since_setup": True,
         "growth_bytes_per_window": 0.0,
         "growth_measure": "rss",
+        "timeline": {  # a window's allocated bytes: gradients freed (or not) at the reset
+            "method": "fabricated",
+            "start_bytes": peak // 2,
+            "window_ms": plain * 1e3,
+            "points": [[0.0, peak // 2], [plain * 100, peak // 2 - held], [plain * 900, peak]],
+            "phases": [["start", 0.0], ["reset", plain * 50], ["end", plain * 1e3]],
+        },
     }
     row["grad_check"] = {
         "max_abs_diff": 0.0,
@@ -574,7 +583,7 @@ def test_compare_finds_a_planted_slowdown(tmp_path):
 
     report = compare.comparison(a, b)
     assert report["counts"] == {"lower": 0, "higher": 4, "same": 16, "unclear": 0}
-    assert report["only_b"] == [("foreach", 1, 0)] and report["only_a"] == []
+    assert report["only_b"] == [("foreach", 1, 0, "last")] and report["only_a"] == []
     html = (b / "compare.html").read_text()
     assert 'data-chart="compare-window"' in html
     assert "(slower) in 4" in by_id(html, "verdict")
@@ -586,7 +595,7 @@ def test_compare_finds_a_planted_slowdown(tmp_path):
     back = compare.comparison(b, a)
     back_lazy = [line["window"] for line in back["lines"] if line["strategy"] == "lazy"]
     assert [w["verdict"] for w in back_lazy] == ["lower"] * 4, back_lazy
-    assert back["only_a"] == [("foreach", 1, 0)]
+    assert back["only_a"] == [("foreach", 1, 0, "last")]
 
 
 @pytest.mark.parametrize("how", ["the same samples", "a fresh run"])

@@ -86,6 +86,27 @@ def test_exact_memory_verdicts(a, b, word):
     assert result["verdict"] == word and result["ci_low"] is None
 
 
+def test_a_memory_difference_inside_the_measured_memory_floor_is_unclear():
+    assert verdicts.decide_exact(110, 100, 0.02, floor=0.15)["verdict"] == "unclear"
+    assert verdicts.decide_exact(100, 110, 0.02, floor=0.15)["verdict"] == "unclear"
+    assert verdicts.decide_exact(130, 100, 0.02, floor=0.15)["verdict"] == "higher"
+
+
+def test_the_memory_floor_is_the_spread_of_identical_loops_between_processes():
+    def entry(strategy, peaks, plain_peaks):
+        rows = [
+            {"memory": {"peak_bytes": p, "held_bytes": 10, "plain_peak_bytes": q}}
+            for p, q in zip(peaks, plain_peaks, strict=True)
+        ]
+        return {"strategy": strategy, "grad_sync": "last", "rows": rows}
+
+    exact = [entry("a", [100], [90]), entry("b", [120], [90])]
+    assert verdicts.memory_floors(exact) == {"peak_memory": 0.0, "held_memory": 0.0}
+    # the plain loop's peak moved 10% between processes (gloo's threads): a 10% floor
+    moved = [entry("a", [100, 100], [90, 100]), entry("b", [120], [95])]
+    assert verdicts.memory_floors(moved)["peak_memory"] == pytest.approx(0.10)
+
+
 def _row(strategy, k, ratio, split=0.01, pressure=0.0, rnd=0):
     return {
         "strategy": strategy,

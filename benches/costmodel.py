@@ -1,0 +1,288 @@
+"""A cost model of each strategy's cost per window, calibrated in the case's own process.
+
+    predicted reset = per window + launches x per launch + bytes / memset bandwidth
+                      + objects scanned x per object + gradients visited x per visit
+    predicted hooks = hook calls x per hook call
+
+The coefficients come from microbenchmarks on the same device in the same process (``calibrate``):
+N ``zero_`` of one element (a launch), one ``zero_`` of 32 MiB (bandwidth), a ``gc.get_objects()``
+scan as ``global`` does it (per object), a Python loop reading ``.grad`` (per visit), and a no-op
+AccumulateGrad pre-hook (per call); the cost per window of the loop and clock around the reset is
+measured in place, as the plain loop's reset phase in the same timed pairs (no strategy work).
+The counts come from one instrumented window of the case's own strategy, off the clock
+(``count``): aten ops dispatched and bytes they wrote during reset
+and finish (a TorchDispatchMode), ``.grad`` reads and writes (a TorchFunctionMode), the objects
+of a ``gc.get_objects()`` call, and the calls of pre-hooks registered through
+``strategies._hooks`` during backward (each node's hooks times the times it fired).
+
+Measured: the reset phase, and the paired cost per window (strategy window minus the plain-loop
+window beside it). A strategy whose measured cost is more than ``FACTOR`` off its prediction is
+flagged with what the model left unexplained.
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import sys
+import time
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+FACTOR = 2.0  # within FACTOR either way: explained
+MEMSET_BYTES = 32 * 2**20
+LAUNCHES = 2000
+VISITS = 2000
+HOOK_LEAVES = 64
+
+
+# -- calibration ------------------------------------------------------------------------------
+class _Timer:
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+
+    def __call__(self, fn, repeat: int = 5, warm: bool = True) -> float:
+        """Median seconds of ``fn()`` over ``repeat`` runs (CUDA: events, one sync per run)."""
+        if warm:
+            fn()
+        out = []
+        for _ in range(repeat):
+            if self.cuda:
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(True)
+                start.record()
+                fn()
+                end.record()
+                end.synchronize()
+                out.append(start.elapsed_time(end) / 1e3)
+            else:
+                t0 = time.perf_counter()
+                fn()
+                out.append(time.perf_counter() - t0)
+        return statistics.median(out)
+
+
+def calibrate(device: torch.device) -> dict[str, float]:
+    """The model's coefficients on this device, now, in this process (all but ``per_window_s``:
+    the case measures that in place, as the plain loop's reset phase)."""
+    timer = _Timer(device)
+    one = torch.zeros(1, device=device)
+    big = torch.empty(MEMSET_BYTES // 4, device=device)
+
+    def launches() -> None:
+        for _ in range(LAUNCHES):
+            one.zero_()
+
+    tensors = [torch.zeros(1, requires_grad=True) for _ in range(VISITS)]
+
+    def visits() -> None:
+        for t in tensors:
+            if t.grad is not None:
+                pass
+
+    objects = len(gc.get_objects())
+
+    def scan() -> None:
+        for obj in gc.get_objects():
+            if issubclass(type(obj), torch.Tensor) and obj.is_leaf:
+                pass
+
+    return {
+        "per_launch_s": timer(launches) / LAUNCHES,
+        "memset_bytes_per_s": MEMSET_BYTES / timer(big.zero_),
+        "per_object_s": timer(scan, repeat=1, warm=False) / objects,  # the costliest: once
+        "per_visit_s": timer(visits) / VISITS,
+        "per_hook_call_s": _per_hook_call(device, timer),
+    }
+
+
+def _per_hook_call(device: torch.device, timer: _Timer) -> float:
+    from strategies import _hooks
+
+    leaves = [torch.zeros(4, device=device, requires_grad=True) for _ in range(HOOK_LEAVES)]
+
+    def backward() -> None:
+        sum(leaf.sum() for leaf in leaves).backward()
+
+    without = timer(backward, repeat=9)
+    handles = [_hooks.register_prehook(leaf, lambda grads: None) for leaf in leaves]
+    try:
+        with_hooks = timer(backward, repeat=9)
+    finally:
+        for _, handle in handles:
+            handle.remove()
+    return max(with_hooks - without, 0.0) / HOOK_LEAVES
+
+
+# -- counting ---------------------------------------------------------------------------------
+class _Ops(TorchDispatchMode):
+    """aten ops dispatched (a launch each on CUDA) and the bytes of the tensors they wrote."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.launches = 0
+        self.bytes = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.launches += 1
+        schema = func._schema
+        for argument, value in zip(schema.arguments, args, strict=False):
+            if argument.alias_info is not None and argument.alias_info.is_write:
+                for t in value if isinstance(value, list | tuple) else [value]:
+                    if isinstance(t, torch.Tensor):
+                        self.bytes += t.numel() * t.element_size()
+        return func(*args, **(kwargs or {}))
+
+
+_GRAD = torch.Tensor.grad
+
+
+class _Visits(TorchFunctionMode):
+    """Reads and writes of a tensor's ``.grad``: the Python objects a strategy's loop visits."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.visits = 0
+        self.drops = 0  # a gradient set to None: freed now, allocated again by the next backward
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if getattr(func, "__self__", None) is _GRAD:  # Tensor.grad.__get__ / __set__
+            self.visits += 1
+            if func.__name__ == "__set__" and args[1] is None and args[0].grad is not None:
+                self.drops += 1
+        return func(*args, **(kwargs or {}))
+
+
+class _Scans:
+    """Whether ``gc.get_objects()`` was called (a profile hook on this thread), and how many
+    objects such a call walks now."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __enter__(self) -> _Scans:
+        def profile(frame, event, arg) -> None:
+            if event == "c_call" and arg is gc.get_objects:
+                self.calls += 1
+
+        self._previous = sys.getprofile()
+        sys.setprofile(profile)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        sys.setprofile(self._previous)
+
+    @property
+    def objects(self) -> int:
+        return self.calls * len(gc.get_objects()) if self.calls else 0
+
+
+def count(loop, batches, tokens: float) -> dict[str, int]:
+    """One instrumented window of ``loop``'s strategy (off the clock; no optimizer step)."""
+    from strategies import _hooks
+
+    collector = loop.collector
+    ops, visits, scans = _Ops(), _Visits(), _Scans()
+    with ops, visits, scans:
+        collector.__enter__()
+    fired: dict[int, int] = {}
+
+    def counter(key: int):
+        def fire(grads) -> None:
+            fired[key] = fired.get(key, 0) + 1
+
+        return fire
+
+    counters = [
+        _hooks.grad_accumulator(p).register_prehook(counter(id(p))) for p in collector.params
+    ]
+    try:
+        for batch in collector.micro_batches(batches):
+            collector.backward(loop.workload.loss(batch, tokens, loop.module))
+    finally:
+        for handle in counters:
+            handle.remove()
+    with ops, visits, scans:
+        collector.__exit__(None, None, None)
+    hooks = sum(fired.get(id(p), 0) * _hooks.live_prehooks(p) for p in collector.params)
+    return {
+        "windows": 1,
+        "launches": ops.launches,
+        "bytes": ops.bytes,
+        "objects": scans.objects,
+        "visits": visits.visits,
+        "drops": visits.drops,
+        "hook_calls": hooks,
+    }
+
+
+# -- the model ----------------------------------------------------------------------------------
+def predict(counts: dict[str, int], c: dict[str, float]) -> dict[str, float]:
+    terms = {
+        "per_window": c["per_window_s"],
+        "launches": counts["launches"] * c["per_launch_s"],
+        "bytes": counts["bytes"] / c["memset_bytes_per_s"],
+        "objects": counts["objects"] * c["per_object_s"],
+        "visits": counts["visits"] * c["per_visit_s"],
+    }
+    reset = sum(terms.values())
+    hooks = counts["hook_calls"] * c["per_hook_call_s"]
+    return {"reset_s": reset, "hooks_s": hooks, "total_s": reset + hooks, "reset_terms_s": terms}
+
+
+def judge(
+    predicted: dict[str, Any],
+    reset: dict[str, Any],
+    paired: dict[str, Any],
+    counts: dict[str, int],
+) -> dict[str, Any]:
+    """Measured against predicted: the reset (its median and CI), and the paired cost per
+    window (median of strategy minus plain-loop windows, and its CI). A figure whose whole CI is
+    more than FACTOR off its prediction is flagged with what the model left unexplained."""
+    flags = []
+    expected = predicted["reset_s"]
+    if expected > 0 and _off(reset, expected):
+        terms = predicted["reset_terms_s"]
+        largest = max(terms, key=terms.get)
+        measured = reset["median_s"]
+        flags.append(
+            f"reset measured {measured * 1e3:.3f} ms against {expected * 1e3:.3f} ms predicted "
+            f"({measured / expected:.1f}x): "
+            + (
+                f"{(measured - expected) * 1e3:.3f} ms the model does not count"
+                + (
+                    f": {counts['drops']} gradients dropped to None (freeing them, and "
+                    "allocating them again in the next backward, is not in the model)"
+                    if counts.get("drops")
+                    else " (it counts launches, bytes, scanned objects and .grad visits; "
+                    f"largest term: {largest})"
+                )
+                if measured > expected
+                else f"the model over-counts (largest term: {largest}, "
+                f"{terms[largest] * 1e3:.3f} ms): its calibration is not like this work"
+            )
+        )
+    total = predicted["total_s"]
+    if total > 0 and _off(paired, total):
+        flags.append(
+            f"paired cost per window {paired['median_s'] * 1e3:.3f} ms (CI "
+            f"{paired['ci_low_s'] * 1e3:.3f}-{paired['ci_high_s'] * 1e3:.3f}) against "
+            f"{total * 1e3:.3f} ms predicted: "
+            + (
+                "the strategy slows something the model does not count (forward, backward or "
+                "the update: memory traffic, the allocator, caches)"
+                if paired["ci_low_s"] > total
+                else "cheaper than predicted: part of the predicted work the plain loop does too"
+            )
+        )
+    return {"explained": not flags, "flags": flags}
+
+
+def _off(summary: dict[str, Any], expected: float) -> bool:
+    """Whether the whole CI of a measured figure lies beyond FACTOR of ``expected``."""
+    low, high = summary.get("ci_low_s"), summary.get("ci_high_s")
+    if low is None or high is None:
+        return False
+    return low > FACTOR * expected or high < expected / FACTOR

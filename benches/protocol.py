@@ -1,0 +1,169 @@
+"""Bring your own workload: what the engine hands a workload factory, and what it needs back.
+
+``--workload package.module:factory`` names a callable. The engine calls it once per process as
+``factory(settings)`` with the settings it owns (``Settings``: device, dtype, seed, K, live
+tensors, threads, preset, deterministic) and gets back an object with
+
+- ``model``: an ``nn.Module`` on ``settings.device``, never wrapped: the engine wraps replicas of
+  it itself (DDP, FSDP2) and hands the wrapper to ``loss``;
+- ``batches(window) -> list``: the K micro-batches of window ``window`` (anything ``loss``
+  understands), the same for the same window every time, different for different windows;
+- ``normaliser(batches) -> float``: the window's divisor (tokens, samples), > 0; the engine sums
+  it over ranks before a distributed window;
+- ``loss(batch, normaliser, module) -> Tensor``: one micro-batch's loss computed through
+  ``module`` (the model, or the engine's wrapper of a replica), already divided by the window's
+  normaliser, so that the window's gradient is the sum over its micro-batches;
+
+and optionally ``tokens_per_window()``, ``flops_per_window()`` and ``ballast`` (otherwise the
+engine makes ``live_tensors`` unrelated leaf tensors itself). With ``settings.deterministic``
+the forward must draw no random numbers (no dropout): gradient checks compare windows.
+
+The reference transformer (``benches.workload:workload``) is the first implementation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+
+DEFAULT = "benches.workload:workload"
+REQUIRED = ("model", "batches", "normaliser", "loss")
+OPTIONAL = ("tokens_per_window", "flops_per_window", "ballast")
+BALLAST_SIZE = 64  # float32 elements per engine-made ballast tensor, as the reference's
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """The settings the engine owns; a workload builds its model and data from them."""
+
+    device: str  # "cpu" or "cuda:N": the rank's own device
+    dtype: str = "float32"  # "bfloat16": autocast on CUDA
+    seed: int = 0
+    accumulate: int = 1  # K micro-batches per window
+    live_tensors: int = 0  # unrelated leaf tensors with a .grad, kept alive
+    threads: int = 1
+    preset: str = "tiny"  # a size name; a workload may map it to its own sizes or ignore it
+    deterministic: bool = True  # no dropout: the gradient check compares windows
+
+
+class WorkloadError(ValueError):
+    """A bad --workload: one line naming what is missing."""
+
+
+def load(spec: str) -> Callable[[Settings], Any]:
+    """The factory that ``package.module:attribute`` names."""
+    module_name, sep, attribute = str(spec).partition(":")
+    if not sep or not module_name or not attribute:
+        raise WorkloadError(
+            f"--workload {spec!r} is not MODULE:FACTORY; valid: e.g. {DEFAULT} or "
+            "examples.workloads.convnet:workload"
+        )
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise WorkloadError(f"--workload {spec!r}: cannot import {module_name!r} ({err})") from None
+    factory = getattr(module, attribute, None)
+    if factory is None:
+        raise WorkloadError(f"--workload {spec!r}: module {module_name!r} has no {attribute!r}")
+    if not callable(factory):
+        raise WorkloadError(f"--workload {spec!r}: {attribute!r} is not callable")
+    return factory
+
+
+def build(spec: str, settings: Settings) -> Bound:
+    """Call the factory and check what it returned; every problem is one WorkloadError line."""
+    factory = load(spec)
+    torch.set_num_threads(settings.threads)  # the engine's setting, whatever the workload does
+    try:
+        made = factory(settings)
+    except Exception as err:
+        raise WorkloadError(
+            f"--workload {spec!r}: the factory raised {type(err).__name__}: "
+            + str(err).replace("\n", " ")
+        ) from None
+    missing = [name for name in REQUIRED if not hasattr(made, name)]
+    if missing:
+        raise WorkloadError(
+            f"--workload {spec!r} returned a {type(made).__name__} without "
+            f"{', '.join(missing)}; the protocol needs: {', '.join(REQUIRED)} "
+            "(see benches/protocol.py)"
+        )
+    if not isinstance(made.model, nn.Module):
+        raise WorkloadError(
+            f"--workload {spec!r}: model is a {type(made.model).__name__}, not an nn.Module"
+        )
+    if not any(p.requires_grad for p in made.model.parameters()):
+        raise WorkloadError(f"--workload {spec!r}: model has no parameter that requires grad")
+    for name in ("batches", "normaliser", "loss"):
+        if not callable(getattr(made, name)):
+            raise WorkloadError(f"--workload {spec!r}: {name} is not callable")
+    return Bound(made, settings, spec)
+
+
+class Bound:
+    """A workload as the engine uses it: the protocol's object, the ballast, distributed
+    normalisation and the accounting, behind one interface."""
+
+    def __init__(self, made: Any, settings: Settings, spec: str = DEFAULT) -> None:
+        self.made, self.settings, self.spec = made, settings, spec
+        self.model: nn.Module = made.model
+        self.device = next(self.model.parameters()).device
+        ballast = getattr(made, "ballast", None)
+        if ballast is None:
+            ballast = []
+            for _ in range(settings.live_tensors):
+                t = torch.zeros(BALLAST_SIZE, device=self.device, requires_grad=True)
+                t.grad = torch.ones_like(t)  # non-zero, so a strategy that touches it shows
+                ballast.append(t)
+        self.ballast = ballast
+
+    def batches(self, window: int = 0) -> list:
+        batches = list(self.made.batches(window))
+        if len(batches) != self.settings.accumulate:
+            raise WorkloadError(
+                f"--workload {self.spec!r}: batches({window}) gave {len(batches)} micro-batches; "
+                f"valid: K = {self.settings.accumulate}"
+            )
+        return batches
+
+    def window_tokens(self, batches: list) -> float:
+        """The window's normaliser (the reference counts non-pad target tokens)."""
+        value = self.made.normaliser(batches)
+        if not value > 0:
+            raise WorkloadError(f"--workload {self.spec!r}: normaliser gave {value!r}; valid: > 0")
+        return value
+
+    def distributed_window_tokens(self, batches: list) -> float:
+        """The divisor when gradients are averaged over ranks: the global normaliser / world.
+
+        Each rank's window holds its own normaliser; dividing every rank's loss by the global
+        sum (taken before the window), times the world size that DDP's and FSDP2's average
+        divide by, makes the averaged gradient the whole global batch's. Without a process group
+        it is the local normaliser.
+        """
+        local = self.window_tokens(batches)
+        if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+            return local
+        device = self.device if torch.distributed.get_backend() == "nccl" else "cpu"
+        total = torch.tensor([float(local)], dtype=torch.float64, device=device)
+        torch.distributed.all_reduce(total)
+        return total.item() / torch.distributed.get_world_size()
+
+    def loss(self, batch: Any, tokens: float, module: nn.Module | None = None) -> torch.Tensor:
+        return self.made.loss(batch, tokens, module if module is not None else self.model)
+
+    def num_params(self) -> int:
+        return sum(p.numel() for p in self.model.parameters())  # tied weights appear once
+
+    def tokens_per_window(self) -> int | None:
+        method = getattr(self.made, "tokens_per_window", None)
+        return method() if callable(method) else None
+
+    def flops_per_window(self) -> int | None:
+        method = getattr(self.made, "flops_per_window", None)
+        return method() if callable(method) else None

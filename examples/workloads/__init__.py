@@ -1,0 +1,1 @@
+"""Example workloads for ``--workload MODULE:FACTORY`` (the protocol: benches/protocol.py)."""

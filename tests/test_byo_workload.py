@@ -1,0 +1,217 @@
+"""Bring your own workload (benches/protocol.py), memory over time, and the cost model."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from benches import cli, costmodel, memory, protocol
+from benches.runner import PairedRunner
+from reports.rows import read
+
+ROOT = Path(__file__).resolve().parent.parent
+CONVNET = "examples.workloads.convnet:workload"
+GPT2 = "examples.workloads.gpt2:workload"
+QUICK = [
+    "--preset",
+    "tiny",
+    "--accumulate",
+    "2",
+    "--live-tensors",
+    "0",
+    "--repeat",
+    "2",
+    "--warmup",
+    "0",
+    "--threads",
+    "1",
+    "--control",
+    "none",
+]
+
+
+@pytest.fixture
+def bad_workloads(tmp_path, monkeypatch):
+    (tmp_path / "zg_bad_workloads.py").write_text(
+        textwrap.dedent(
+            """
+            import torch
+
+            class NoLoss:
+                def __init__(self):
+                    self.model = torch.nn.Linear(2, 2)
+                def batches(self, window):
+                    return [torch.zeros(1, 2)]
+                def normaliser(self, batches):
+                    return 1
+
+            def raises(settings):
+                raise RuntimeError("no GPU for this one")
+
+            def lacks_loss(settings):
+                return NoLoss()
+
+            not_callable = 3
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("spec", "named"),
+    [
+        ("examples.workloads.convnet", "MODULE:FACTORY"),
+        ("zg_no_such_module:workload", "'zg_no_such_module'"),
+        ("examples.workloads.convnet:nothing_here", "'nothing_here'"),
+        ("zg_bad_workloads:not_callable", "not callable"),
+        ("zg_bad_workloads:raises", "RuntimeError: no GPU for this one"),
+        ("zg_bad_workloads:lacks_loss", "without loss"),
+    ],
+)
+def test_a_bad_workload_is_a_usage_error_of_one_line(spec, named, bad_workloads, capsys, tmp_path):
+    code = cli.main(["run", *QUICK, "--workload", spec, "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert named in err and spec.split(":")[0] in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_protocol_checks_the_number_of_micro_batches():
+    made = protocol.build(CONVNET, protocol.Settings(device="cpu", accumulate=3))
+    assert len(made.batches(0)) == 3
+    made.settings = protocol.Settings(device="cpu", accumulate=2)
+    with pytest.raises(protocol.WorkloadError, match="gave 3 micro-batches; valid: K = 2"):
+        made.batches(0)
+
+
+def test_the_engine_makes_the_ballast_of_a_workload_without_one():
+    made = protocol.build(CONVNET, protocol.Settings(device="cpu", live_tensors=5))
+    assert len(made.ballast) == 5 and all(t.grad is not None for t in made.ballast)
+
+
+def _sweep(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "benches", "run", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=dict(os.environ),
+    )
+
+
+@pytest.mark.parametrize(("spec", "names"), [(CONVNET, ["lazy", "native"]), (GPT2, ["native"])])
+def test_a_tiny_sweep_of_an_example_workload_checks_gradients(spec, names, tmp_path):
+    # the GPT-2 one is what CI runs of transformers (the hf extra): its import is not skipped
+    out = tmp_path / "run"
+    done = _sweep(*QUICK, "--workload", spec, "--strategies", ",".join(names), "--memray",
+                  "--out", str(out))  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = read(out)
+    assert sorted(r["strategy"] for r in rows) == sorted(names)
+    for row in rows:
+        assert row["status"] == "ok" and row["workload"] == spec
+        assert row["grad_check"]["ok"] and row["grad_check"]["windows"] == 3
+        assert row["memory"]["held_bytes"] == (0 if row["strategy"] == "native" else
+                                               row["memory"]["param_bytes"])  # fmt: skip
+        assert row["memory"]["memray_flamegraph"] and row["memory"]["timeline"]["points"]
+        assert row["cost_model"]["counts"]["windows"] == 1
+    judged = json.loads((out / "verdicts.json").read_text())
+    assert len(judged["comparisons"]) == 3 * (len(names) - 1)  # a pair per metric
+    html = (out / "index.html").read_text()
+    assert spec in html and 'id="chart-timeline"' in html
+
+
+# -- memory over one window -------------------------------------------------------------------
+def test_native_frees_gradients_between_windows_and_lazy_keeps_them(tmp_path):
+    pytest.importorskip("memray")
+    settings = protocol.Settings(device="cpu", accumulate=1, preset="tiny")
+    made = protocol.build(protocol.DEFAULT, settings)
+    data = [(b, made.window_tokens(b)) for b in (made.batches(0), made.batches(1))]
+    grads = sum(p.numel() * 4 for p in made.model.parameters())
+    dip = {}
+    for name in ("native", "lazy"):
+        result = memory.memory_pass(made, name, data, tmp_path / f"{name}.bin")
+        timeline = result["timeline"]
+        labels = [label for label, _ in timeline["phases"]]
+        assert labels == ["start", "reset", "forward 1", "backward 1", "update", "end"]
+        points = timeline["points"]
+        assert points[0][0] == 0.0 and all(0 <= t <= timeline["window_ms"] for t, _ in points)
+        dip[name] = points[0][1] - min(level for _, level in points)  # below the start level
+    # native drops the last window's gradients at its reset; lazy keeps them
+    assert dip["native"] == pytest.approx(grads, rel=0.02), (dip, grads)
+    assert dip["lazy"] < 0.02 * grads, (dip, grads)
+
+
+# -- the cost model -----------------------------------------------------------------------------
+def _counts(name: str, live: int = 0) -> tuple[dict, int, int]:
+    made = protocol.build(
+        protocol.DEFAULT, protocol.Settings(device="cpu", accumulate=2, live_tensors=live)
+    )
+    runner = PairedRunner(made, name)
+    batches = made.batches(0)
+    tokens = made.window_tokens(batches)
+    runner.strategy.window(batches, tokens)  # gradients exist: the next reset has work
+    try:
+        counts = costmodel.count(runner.strategy, batches, tokens)
+    finally:
+        runner.close()
+    params = list(made.model.parameters())
+    return counts, len(params), sum(p.numel() * p.element_size() for p in params)
+
+
+def test_the_counts_are_what_each_strategy_does():
+    block, params, nbytes = _counts("block")
+    assert (block["launches"], block["bytes"], block["objects"]) == (params, nbytes, 0)
+    foreach, _, _ = _counts("foreach")
+    assert (foreach["launches"], foreach["bytes"]) == (1, nbytes)  # one fused call
+    native, _, _ = _counts("native")
+    assert (native["launches"], native["bytes"], native["drops"]) == (0, 0, params)
+    lazy, _, _ = _counts("lazy")
+    assert (lazy["launches"], lazy["hook_calls"]) == (0, 2 * params)  # a hook per param, K=2
+    scan, _, _ = _counts("global", live=300)
+    # global zeroes the ballast too, and walks every object of the process
+    assert scan["launches"] == params + 300 and scan["objects"] > 10_000
+
+
+def test_the_model_explains_a_reset_it_counts_and_flags_one_it_does_not():
+    coefficients = {
+        "per_window_s": 0.0,
+        "per_launch_s": 1e-6,
+        "memset_bytes_per_s": 1e9,
+        "per_object_s": 1e-7,
+        "per_visit_s": 1e-8,
+        "per_hook_call_s": 1e-6,
+    }
+    counts = {"launches": 100, "bytes": 0, "objects": 0, "visits": 0, "hook_calls": 0}
+    predicted = costmodel.predict(counts, coefficients)
+    assert predicted["reset_s"] == pytest.approx(1e-4)
+
+    def summary(median):
+        return {"median_s": median, "ci_low_s": median * 0.9, "ci_high_s": median * 1.1}
+
+    assert costmodel.judge(predicted, summary(1.5e-4), summary(1.5e-4), counts)["explained"]
+    judged = costmodel.judge(predicted, summary(1e-3), summary(1e-3), {**counts, "drops": 7})
+    assert not judged["explained"] and "7 gradients dropped" in judged["flags"][0]
+
+
+def test_calibration_gives_positive_coefficients():
+    c = costmodel.calibrate(torch.device("cpu"))
+    assert set(c) == {
+        "per_launch_s",
+        "memset_bytes_per_s",
+        "per_object_s",
+        "per_visit_s",
+        "per_hook_call_s",
+    }
+    assert all(v >= 0 for v in c.values()) and c["per_launch_s"] > 0
