@@ -121,8 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--grad-sync",
         help="FLAVOUR[,FLAVOUR...] swept: when gradients are reduced across ranks, every "
         "micro-batch (every), the last only (last), or reduce-scattered every micro-batch and "
-        "all-reduced at the last (scatter, hsdp) (default: last; ddp: every,last; fsdp2: "
-        "every,last; hsdp: every,scatter,last)",
+        "all-reduced at the last (scatter, hsdp) (default: last for none and ddp (ddp also "
+        "runs every); fsdp2: every,last; hsdp: every,scatter,last)",
     )
     return parser
 
@@ -252,8 +252,9 @@ def resolve(args: argparse.Namespace) -> Sweep:
         per = SECONDS_PER_MICRO_BATCH[device][preset]
         # room for setup, the gradient check (reference + window), the pairs, the memory pass
         windows = 2 * (repeat + warmup) + 3 * gradients.CHECK_WINDOWS + 2 * memory.MEMORY_WINDOWS
-        if parallel in ("fsdp2", "hsdp"):  # the flavour pass: one more window per pair
-            windows += repeat + warmup
+        windows += 2 * 2 + 1  # the timeline's windows (strategy, plain), the cost model's count
+        if parallel in ("fsdp2", "hsdp"):  # the flavour pass: pairs of the strategy's windows
+            windows += 2 * (repeat + warmup)
         timeout = (120 + per * max(accumulate) * windows) * world_size
     if args.resume and not args.out and not (DEFAULT_RUNS / "latest").exists():
         raise UsageError("--resume needs --out DIR (no reports/runs/latest to resume)")
@@ -308,6 +309,11 @@ def check_workload(spec: str, device: str, preset: str, accumulate: int, seed: i
         made.batches(0)
     except protocol.WorkloadError as err:
         raise UsageError(str(err)) from None
+    except Exception as err:
+        raise UsageError(
+            f"--workload {spec!r}: batches(0) raised {type(err).__name__}: "
+            + str(err).replace("\n", " ")
+        ) from None
     del made
     gc.collect()
     if device == "cuda":

@@ -128,10 +128,15 @@ class Parallel:
 
         if self._template is None:
             self._template = copy.deepcopy(model)
-        for child in list(model.modules()):
-            if isinstance(child, nn.ModuleList):
-                for block in child:
-                    fully_shard(block, mesh=self.mesh)
+        blocks = [
+            block
+            for child in model.modules()
+            if isinstance(child, nn.ModuleList)
+            for block in child
+            if any(True for _ in block.parameters())
+        ]
+        for block in reversed(blocks):  # an inner block before the one holding it
+            fully_shard(block, mesh=self.mesh)
         return fully_shard(model, mesh=self.mesh)
 
     def unsharded(self, model: nn.Module) -> nn.Module:

@@ -132,8 +132,12 @@ def memory_pass(
     if workload.device.type == "cuda":
         torch.cuda.empty_cache()
     held: list[int] = []
+    # a sharded replica is built from the whole model (every weight gathered): shard it before
+    # the tracker starts, so that the peak is the window's, not the build's
+    sharded = _sharded_replica(workload, parallel)
     with PeakTracker(workload.device, capture) as tracker:
-        loop = _fresh_loop(workload, strategy, parallel, grad_sync)
+        loop = _fresh_loop(workload, strategy, parallel, grad_sync, sharded)
+        del sharded
 
         def read_held() -> None:
             held.append(
@@ -171,9 +175,20 @@ def window_timeline(workload, strategy, data, parallel=None, grad_sync: str = "l
     return timeline.window_timeline(recorder.points(base), stamps, method, base)
 
 
-def _fresh_loop(workload, strategy, parallel, grad_sync):
+def _sharded_replica(workload, parallel):
+    """(model, its FSDP2 module) for a sharded case; None otherwise."""
+    if parallel is None or not parallel.sharded:
+        return None
+    model = parallel.unsharded(workload.model)
+    return model, parallel.wrap(model)
+
+
+def _fresh_loop(workload, strategy, parallel, grad_sync, sharded=None):
     from benches.runner import Loop, replica
 
+    if sharded is not None:
+        model, module = sharded
+        return Loop(workload, model, strategy, parallel, grad_sync, module)
     model = parallel.unsharded(workload.model) if parallel else replica(workload.model)
     return Loop(workload, model, strategy, parallel, grad_sync)
 

@@ -65,8 +65,12 @@ def load(spec: str) -> Callable[[Settings], Any]:
         )
     try:
         module = importlib.import_module(module_name)
-    except ImportError as err:
-        raise WorkloadError(f"--workload {spec!r}: cannot import {module_name!r} ({err})") from None
+    except Exception as err:  # not found, or the module itself fails to import
+        raise WorkloadError(
+            f"--workload {spec!r}: cannot import {module_name!r} ({type(err).__name__}: "
+            + str(err).replace("\n", " ")
+            + ")"
+        ) from None
     factory = getattr(module, attribute, None)
     if factory is None:
         raise WorkloadError(f"--workload {spec!r}: module {module_name!r} has no {attribute!r}")

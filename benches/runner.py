@@ -78,12 +78,16 @@ class Loop:
         strategy: str | None,
         parallel=None,
         grad_sync: str = "last",
+        module: torch.nn.Module | None = None,
     ) -> None:
         import strategies
 
         self.workload, self.model = workload, model
         # what forward runs through: the model, its DDP wrapper, or the model sharded in place
-        self.module = parallel.wrap(model) if parallel is not None else model
+        # (``module``: already wrapped by the caller)
+        if module is None:
+            module = parallel.wrap(model) if parallel is not None else model
+        self.module = module
         self.distributed = parallel is not None and parallel.kind != "none"
         self.grad_sync = grad_sync
         self.clock = Clock(workload.device)

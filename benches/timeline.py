@@ -54,7 +54,8 @@ class Recorder:
 
     def __enter__(self) -> Recorder:
         if self.device.type == "cuda":
-            torch.cuda.memory._record_memory_history(max_entries=HISTORY_ENTRIES)
+            # sizes and times only: no stack context to record or to symbolise
+            torch.cuda.memory._record_memory_history(context=None, max_entries=HISTORY_ENTRIES)
             return self
         # the profiler's own switch (torch.profiler.profile wraps it): memory events only, and
         # none of the per-op parsing its __exit__ would do

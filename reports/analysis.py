@@ -369,14 +369,21 @@ def flamegraphs(directory: Path, entries: list[dict[str, Any]]) -> list[dict[str
     return out
 
 
+def _first_process(entry: dict[str, Any]) -> dict[str, Any] | None:
+    """The case's first process that is not one of the control's extra ones (those measure
+    noise only: no timeline, no cost model)."""
+    return next((r for r in entry.get("rows", []) if not r.get("control")), None)
+
+
 def timelines(entries: list[dict[str, Any]], k: int, n: int) -> list[dict[str, Any]]:
     """One window's memory timeline per strategy at K, N (its first process), and the plain
     loop's beside them (from the first case that has one)."""
     out, plain = [], None
     for e in sorted(entries, key=lambda e: strategy_order(e["strategy"])):
-        if (e["accumulate"], e["live_tensors"]) != (k, n) or not e.get("rows"):
+        row = _first_process(e)
+        if (e["accumulate"], e["live_tensors"]) != (k, n) or row is None:
             continue
-        memory = e["rows"][0].get("memory") or {}
+        memory = row.get("memory") or {}
         if memory.get("timeline"):
             out.append({"label": e["strategy"], "timeline": memory["timeline"]})
         if plain is None and memory.get("plain_timeline"):
@@ -389,9 +396,10 @@ def cost_table(entries: list[dict[str, Any]], k: int) -> list[dict[str, Any]]:
     N at K (each case's first process: coefficients are calibrated in each process)."""
     out = []
     for e in sorted(entries, key=lambda e: (strategy_order(e["strategy"]), e["live_tensors"])):
-        if e["accumulate"] != k or not e.get("rows"):
+        row = _first_process(e)
+        if e["accumulate"] != k or row is None:
             continue
-        model = e["rows"][0].get("cost_model")
+        model = row.get("cost_model")
         if not model:
             continue
         predicted, measured = model["predicted"], model["measured"]

@@ -71,7 +71,17 @@ def read(directory: str | Path) -> list[dict[str, Any]]:
 
 
 def case_key(row: dict[str, Any]) -> tuple:
-    return tuple(row.get(k, DEFAULTS.get(k)) for k in CASE_KEY)
+    return tuple(setting(row, k) for k in CASE_KEY)
+
+
+def setting(row: dict[str, Any], key: str) -> Any:
+    """A row's setting; for a row written before the setting existed, what it ran with (ranks
+    then were always DDP's)."""
+    if key in row:
+        return row[key]
+    if key == "parallel" and (row.get("world_size") or 1) > 1:
+        return "ddp"
+    return DEFAULTS.get(key)
 
 
 def pooled(rows: list[dict[str, Any]]) -> dict[tuple, dict[str, Any]]:

@@ -736,6 +736,9 @@ def test_real_sweep_rows_and_verdicts(sweep):
     assert {c["verdict"] for c in judged["comparisons"]} <= set(WORDS)
     report = analysis.report(sweep)
     assert judged == verdicts.finite(report["verdicts"])  # rebuilt: the same, to the bit
+    # every strategy, the control's first process too, has its timeline and its cost model
+    assert {t["label"] for t in report["timelines"]} == {*STRATEGIES, "plain loop"}
+    assert {c["strategy"] for c in report["costs"]} == set(STRATEGIES)
     # the answer at the default K and N follows the verdicts, whatever this machine measured
     answer = report["answer"]
     k, n = report["default"]

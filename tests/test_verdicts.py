@@ -168,3 +168,12 @@ def test_every_unordered_pair_once_per_metric_and_k():
         assert {"significant", "verdict"} <= set(c)
     flipped = verdicts.lookup(result, "b", "a", 1, 0, "peak_memory")
     assert (flipped["a"], flipped["b"], flipped["verdict"]) == ("b", "a", "same")
+
+
+def test_rows_from_before_a_setting_read_as_what_they_ran():
+    from reports.rows import setting
+
+    assert setting({"world_size": 2}, "parallel") == "ddp"  # ranks were always DDP's
+    assert setting({"world_size": 1}, "parallel") == "none"
+    assert setting({}, "grad_sync") == "last" and setting({"grad_sync": "every"}, "grad_sync")
+    assert setting({}, "workload") == "benches.workload:workload"
