@@ -160,6 +160,15 @@ def test_bench_session_passes_preset_and_out(tmp_path):
     assert os.path.isdir(out)
 
 
+@pytest.mark.parametrize("spelling", [["--workload", "m.w:f"], ["--workload=m.w:f"]])
+def test_bench_session_passes_the_workload_to_the_benchmarks(spelling, tmp_path):
+    session = _FakeSession(["--out", str(tmp_path / "run"), *spelling])
+    noxfile.bench(session)
+    (_, _, pytest_kwargs), (_, sweep_args, _) = [c for c in session.calls if c[0] == "run"]
+    assert pytest_kwargs["env"] == {"ZEROGRAD_BENCH_WORKLOAD": "m.w:f"}
+    assert all(arg in sweep_args for arg in spelling)  # and the sweep gets it as given
+
+
 # -- the benchmark suite itself, in a subprocess (benches/conftest.py shuffles its order) --------
 def _pytest(*args: str, seed: str = "3") -> subprocess.CompletedProcess:
     args = ("-p", "no:cacheprovider", *args)
