@@ -173,8 +173,9 @@ def memory_figures(workload, spec: CaseSpec, data, parallel, rank: int) -> dict[
         # first process's)
         extra = not spec.control
         plain = memory.memory_pass(
-            workload, None, data, plain_capture, parallel, spec.grad_sync, extra
-        )
+            workload, None, data, plain_capture, parallel, spec.grad_sync,
+            extra and spec.plain_timeline,
+        )  # fmt: skip
         mine = memory.memory_pass(
             workload, spec.strategy, data, capture, parallel, spec.grad_sync, extra
         )

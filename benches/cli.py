@@ -416,7 +416,10 @@ def cases(sweep: Sweep, run_id: str, git: dict[str, Any]) -> list[CaseSpec]:
                 for extra in range(1, CONTROL_PROCESSES):
                     names.insert(extra * len(names) // CONTROL_PROCESSES, (control, extra, True))
             shift = (g + round_) % len(names)
+            plain_timeline = round_ == 0  # the plain loop's timeline: once per group is enough
             for name, r, is_control in names[shift:] + names[:shift]:
+                first = plain_timeline and not is_control
+                plain_timeline = plain_timeline and not first
                 out.append(
                     CaseSpec(
                         strategy=name,
@@ -430,6 +433,7 @@ def cases(sweep: Sweep, run_id: str, git: dict[str, Any]) -> list[CaseSpec]:
                         run_id=run_id,
                         round=r,
                         control=is_control,
+                        plain_timeline=first,
                         out_dir=str(sweep.out),
                         git=git,
                     )

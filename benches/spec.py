@@ -55,6 +55,7 @@ class CaseSpec:
     run_id: str = ""
     round: int = 0
     control: bool = False  # an extra process of the control strategy: the between-process noise
+    plain_timeline: bool = True  # record the plain loop's timeline too (a sweep: once per group)
     out_dir: str = "."
     git: dict[str, Any] = dataclasses.field(default_factory=dict)
 

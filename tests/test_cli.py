@@ -169,6 +169,9 @@ def test_one_round_adds_control_processes_at_every_k_and_n(tmp_path):
             range(cli.CONTROL_PROCESSES)
         )
         assert len({s.case_id for s in here}) == len(here)  # every process its own files
+        # the plain loop's timeline is the same in every case: one case records it
+        (first,) = [s for s in here if s.plain_timeline]
+        assert not first.control and first.round == 0
 
 
 @pytest.fixture
