@@ -1,15 +1,16 @@
-"""The sweep: ``python -m benches run``. Every case in a fresh process; rows that nothing loses."""
+"""The sweep: ``python -m benches run``. Every case in a fresh process; rows that nothing loses.
+
+Its arguments are checked in ``benches.arguments``; this module plans the cases, runs each in its
+own process and writes the report.
+"""
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import datetime
-import importlib
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -17,384 +18,24 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from benches import envinfo, gradients, memory, protocol, results
-from benches.spec import OPTION, SWEEP_IDENTITY, CaseSpec
-from benches.workload import PRESETS
+from benches import envinfo, results
+from benches.arguments import (
+    CONTROL_PROCESSES,
+    DEFAULT_RUNS,
+    EXCEPTION_LINE,
+    Sweep,
+    UsageError,
+    build_parser,
+    case_settings,
+    resolve,
+)
+from benches.spec import CaseSpec
 from reports.rows import case_key
 
-DEFAULT_RUNS = envinfo.ROOT / "reports" / "runs"
-DEVICES = ("auto", "cpu", "cuda")
-BASELINE_GONE = "baseline"
-DEFAULT_REPEAT = 8  # pairs: with the control processes, the default sweep fits 15 min on 2 cores
-DEFAULT_MIN_EFFECT = 0.02
-CONTROL_PROCESSES = 3  # processes of the control strategy per (K, N) when --rounds is 1
-# seconds per micro-batch forward+backward to budget for, by device: the timeout scales with it
-SECONDS_PER_MICRO_BATCH = {
-    "cpu": {"tiny": 0.5, "small": 3.0, "base": 30.0, "big": 100.0},
-    "cuda": {"tiny": 0.5, "small": 0.5, "base": 1.0, "big": 2.0},
-}
-
-
-EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b")
-
-
-class UsageError(Exception):
-    """A bad argument: one line naming the bad value and the valid choices; exit 2."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, no usage block, exit 2
-        raise UsageError(message)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m benches", description=__doc__)
-    commands = parser.add_subparsers(dest="command", parser_class=_Parser)
-    run = commands.add_parser("run", help="run a sweep of strategies on the reference workload")
-    run.add_argument("--strategies", default="all", help="all, or NAME,NAME (default: all)")
-    run.add_argument("--preset", help="tiny|small|base|big (default: small on CPU, base on CUDA)")
-    run.add_argument("--device", default="auto", help="auto|cpu|cuda (default: auto)")
-    run.add_argument("--accumulate", default="1,4", help="K[,K...] micro-batches per window")
-    run.add_argument("--live-tensors", default="0,100000", help="N[,N...] unrelated live tensors")
-    run.add_argument(
-        "--repeat",
-        default=str(DEFAULT_REPEAT),
-        help=f"measured pairs (strategy window + plain-loop window) per case "
-        f"(default {DEFAULT_REPEAT})",
-    )
-    run.add_argument("--warmup", default="1", help="unmeasured pairs first (default 1)")
-    run.add_argument(
-        "--rounds", default="1", help="run every case in R fresh processes (default 1)"
-    )
-    run.add_argument(
-        "--control",
-        help="strategy run in extra processes to measure the noise between processes "
-        "(default: native if swept, else the first; 'none': no extra processes, so no "
-        "lower/higher verdict on time unless --rounds >= 2)",
-    )
-    run.add_argument(
-        "--min-effect",
-        default=str(DEFAULT_MIN_EFFECT),
-        help="smallest difference that matters, a fraction (default 0.02): inside it is "
-        "'same', beyond it and the noise floor 'lower'/'higher'",
-    )
-    run.add_argument("--threads", help="torch threads (default: the machine's cores)")
-    run.add_argument("--timeout", help="seconds per case (default: scaled with the preset)")
-    run.add_argument(
-        "--memray", action="store_true", help="memray's flamegraph of each case's memory pass"
-    )
-    run.add_argument(
-        "--keep-captures",
-        action="store_true",
-        help="keep memray's capture files (by default only flamegraphs are kept)",
-    )
-    run.add_argument(
-        "--plugin",
-        action="append",
-        default=[],
-        metavar="MODULE",
-        help="import MODULE (it registers strategies); repeatable",
-    )
-    run.add_argument("--resume", action="store_true", help="skip cases already ok in --out")
-    run.add_argument("--out", help="results directory (default: reports/runs/<timestamp>)")
-    run.add_argument("--seed", default="0", help="seed of weights and data (default 0)")
-    run.add_argument(
-        "--workload",
-        default=protocol.DEFAULT,
-        help="MODULE:FACTORY, the workload every case runs (default: the reference "
-        f"transformer, {protocol.DEFAULT}; the protocol: benches/protocol.py)",
-    )
-    run.add_argument(
-        "--world-size",
-        default="1",
-        help="run each case as N local ranks through torch.distributed.run",
-    )
-    run.add_argument(
-        "--parallel",
-        help="none|ddp|fsdp2|hsdp: how ranks share the model (default: ddp with --world-size "
-        "> 1, else none); ddp with --world-size 1 wraps one rank in DDP",
-    )
-    run.add_argument(
-        "--mesh", help="hsdp's mesh, RxS replicas x shards (default: 2 x world-size/2)"
-    )
-    run.add_argument(
-        "--grad-sync",
-        help="FLAVOUR[,FLAVOUR...] swept: when gradients are reduced across ranks, every "
-        "micro-batch (every), the last only (last), or reduce-scattered every micro-batch and "
-        "all-reduced at the last (scatter, hsdp) (default: last for none and ddp (ddp also "
-        "runs every); fsdp2: every,last; hsdp: every,scatter,last)",
-    )
-    return parser
-
-
-# -- validation -----------------------------------------------------------------------------------
-def int_value(option: str, text: str, minimum: int) -> int:
-    try:
-        value = int(text)
-    except (TypeError, ValueError):
-        raise UsageError(f"{option} {text!r} is not an integer") from None
-    if value < minimum:
-        raise UsageError(f"{option} {value} is out of range; valid: an integer >= {minimum}")
-    return value
-
-
-def int_list(option: str, text: str, minimum: int) -> list[int]:
-    items = [item.strip() for item in str(text).split(",")]
-    if not all(items):
-        raise UsageError(f"{option} {text!r} has an empty item; valid: integers like 1,4")
-    values = []
-    for item in items:
-        try:
-            value = int(item)
-        except ValueError:
-            raise UsageError(f"{option} item {item!r} is not an integer (in {text!r})") from None
-        if value < minimum:
-            raise UsageError(f"{option} item {value} is out of range; valid: integers >= {minimum}")
-        values.append(value)
-    return list(dict.fromkeys(values))
-
-
-@dataclasses.dataclass
-class Sweep:
-    strategies: list[str]
-    preset: str
-    device: str
-    accumulate: list[int]
-    live_tensors: list[int]
-    repeat: int
-    warmup: int
-    rounds: int
-    threads: int
-    timeout: float
-    memray: bool
-    plugins: list[str]
-    resume: bool
-    out: Path
-    seed: int
-    world_size: int = 1
-    workload: str = protocol.DEFAULT
-    parallel: str = "none"
-    mesh: str = ""
-    grad_sync: list[str] = dataclasses.field(default_factory=lambda: ["last"])
-    dtype: str = "float32"
-    min_effect: float = 0.02
-    keep_captures: bool = False
-    control: str = "none"
-
-
-def resolve(args: argparse.Namespace) -> Sweep:
-    """Arguments -> a validated sweep; every problem is a one-line UsageError."""
-    import torch
-
-    for module in args.plugin:
-        try:
-            importlib.import_module(module)
-        except Exception as err:
-            raise UsageError(f"--plugin {module!r} failed to import: {err}") from None
-    import strategies
-
-    if args.device not in DEVICES:
-        raise UsageError(f"unknown device {args.device!r}; valid devices: {', '.join(DEVICES)}")
-    device = args.device
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    elif device == "cuda" and not torch.cuda.is_available():
-        raise UsageError("device 'cuda' is not available here (no CUDA GPU); valid: auto, cpu")
-    preset = args.preset or ("base" if device == "cuda" else "small")
-    if preset not in PRESETS:
-        raise UsageError(f"unknown preset {preset!r}; valid presets: {', '.join(PRESETS)}")
-
-    known = strategies.available()
-    if args.strategies.strip() == "all":
-        names = list(known)
-    else:
-        names = [n.strip() for n in args.strategies.split(",")]
-        for name in names:
-            if name == BASELINE_GONE:
-                raise UsageError(
-                    "strategy 'baseline' is gone: every case now runs the plain loop beside its "
-                    f"strategy (overhead); valid strategies: all, {', '.join(known)}"
-                )
-            if name not in known:
-                raise UsageError(
-                    f"unknown strategy {name!r}; valid strategies: all, {', '.join(known)}"
-                )
-    names = list(dict.fromkeys(names))
-
-    accumulate = int_list("--accumulate", args.accumulate, 1)
-    live = int_list("--live-tensors", args.live_tensors, 0)
-    repeat = int_value("--repeat", args.repeat, 1)
-    warmup = int_value("--warmup", args.warmup, 0)
-    rounds = int_value("--rounds", args.rounds, 1)
-    threads = int_value("--threads", args.threads, 1) if args.threads else os.cpu_count() or 1
-    seed = int_value("--seed", args.seed, 0)
-    world_size = int_value("--world-size", args.world_size, 1)
-    parallel, mesh, grad_sync = parallel_settings(args, world_size)
-    min_effect = fraction("--min-effect", args.min_effect)
-    control = args.control if args.control is not None else control_strategy(names)
-    if control != "none" and control not in names:
-        raise UsageError(f"--control {control!r} is not swept; valid: none, {', '.join(names)}")
-    if world_size > 1 and device == "cuda" and world_size > torch.cuda.device_count():
-        raise UsageError(
-            f"--world-size {world_size} needs {world_size} GPUs; "
-            f"valid here: 1 to {torch.cuda.device_count()}"
-        )
-    if args.workload != protocol.DEFAULT:
-        check_workload(args.workload, device, preset, accumulate[0], seed)
-    if args.timeout is not None:
-        try:
-            timeout = float(args.timeout)
-        except ValueError:
-            raise UsageError(f"--timeout {args.timeout!r} is not a number of seconds") from None
-        if not timeout > 0:
-            raise UsageError(f"--timeout {args.timeout!r} must be > 0 seconds")
-    else:
-        per = SECONDS_PER_MICRO_BATCH[device][preset]
-        # room for setup, the gradient check (reference + window), the pairs, the memory pass
-        windows = 2 * (repeat + warmup) + 3 * gradients.CHECK_WINDOWS + 2 * memory.MEMORY_WINDOWS
-        windows += 2 * 2 + 1  # the timeline's windows (strategy, plain), the cost model's count
-        if parallel in ("fsdp2", "hsdp"):  # the flavour pass: pairs of the strategy's windows
-            windows += 2 * (repeat + warmup)
-        timeout = (120 + per * max(accumulate) * windows) * world_size
-    if args.resume and not args.out and not (DEFAULT_RUNS / "latest").exists():
-        raise UsageError("--resume needs --out DIR (no reports/runs/latest to resume)")
-    if args.out:
-        out = Path(args.out)
-    elif args.resume:
-        out = (DEFAULT_RUNS / "latest").resolve()
-    else:
-        out = DEFAULT_RUNS / datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    if args.resume and not (out / results.RESULTS).exists():
-        raise UsageError(f"--resume: {str(out)!r} holds no {results.RESULTS} to resume")
-    sweep = Sweep(
-        strategies=names,
-        preset=preset,
-        device=device,
-        accumulate=accumulate,
-        live_tensors=live,
-        repeat=repeat,
-        warmup=warmup,
-        rounds=rounds,
-        threads=threads,
-        timeout=timeout,
-        memray=args.memray,
-        plugins=list(args.plugin),
-        resume=args.resume,
-        out=out,
-        seed=seed,
-        world_size=world_size,
-        workload=args.workload,
-        parallel=parallel,
-        mesh=mesh,
-        grad_sync=grad_sync,
-        min_effect=min_effect,
-        keep_captures=args.keep_captures,
-        control=control,
-    )
-    if args.resume:
-        same_settings(sweep)
-    return sweep
-
-
-def check_workload(spec: str, device: str, preset: str, accumulate: int, seed: int) -> None:
-    """Build the workload once here, so that a bad spec is one usage line, not N failed cases."""
-    import gc
-
-    import torch
-
-    try:
-        made = protocol.build(
-            spec, protocol.Settings(device=device, seed=seed, accumulate=accumulate, preset=preset)
-        )
-        made.batches(0)
-    except protocol.WorkloadError as err:
-        raise UsageError(str(err)) from None
-    except Exception as err:
-        raise UsageError(
-            f"--workload {spec!r}: batches(0) raised {type(err).__name__}: "
-            + str(err).replace("\n", " ")
-        ) from None
-    del made
-    gc.collect()
-    if device == "cuda":
-        torch.cuda.empty_cache()
-
-
-def parallel_settings(args: argparse.Namespace, world_size: int) -> tuple[str, str, list[str]]:
-    """--parallel, --mesh and --grad-sync, checked against each other and --world-size."""
-    from benches.distributed import GRAD_SYNC, PARALLEL, parse_mesh
-
-    parallel = args.parallel or ("ddp" if world_size > 1 else "none")
-    if parallel not in PARALLEL:
-        raise UsageError(f"unknown --parallel {parallel!r}; valid: {', '.join(PARALLEL)}")
-    if parallel == "none" and world_size > 1:
-        raise UsageError(
-            f"--parallel none cannot run --world-size {world_size}; valid: ddp, fsdp2, hsdp"
-        )
-    try:
-        shape = parse_mesh(args.mesh, parallel, world_size)
-    except ValueError as err:
-        raise UsageError(str(err)) from None
-    mesh = "x".join(map(str, shape)) if parallel == "hsdp" else ""
-    valid = GRAD_SYNC[parallel]
-    if args.grad_sync is None:
-        return parallel, mesh, list(valid) if parallel in ("fsdp2", "hsdp") else ["last"]
-    flavours = [item.strip() for item in str(args.grad_sync).split(",")]
-    for item in flavours:
-        if item not in valid:
-            raise UsageError(
-                f"--grad-sync {item!r} cannot run with --parallel {parallel}; "
-                f"valid: {', '.join(valid)}"
-            )
-    return parallel, mesh, list(dict.fromkeys(flavours))
-
-
-def fraction(option: str, text: str) -> float:
-    try:
-        value = float(text)
-    except (TypeError, ValueError):
-        raise UsageError(
-            f"{option} {text!r} is not a number; valid: a fraction like 0.02"
-        ) from None
-    if not 0 <= value < 1:
-        raise UsageError(f"{option} {text!r} is out of range; valid: a fraction in [0, 1)")
-    return value
-
-
-def case_settings(sweep: Sweep) -> dict[str, Any]:
-    """The sweep's settings that are part of every case's identity."""
-    return {
-        name: max(1, sweep.threads // sweep.world_size)
-        if name == "threads"
-        else getattr(sweep, name)
-        for name in SWEEP_IDENTITY
-    }
-
-
-def same_settings(sweep: Sweep) -> None:
-    """--resume with other settings than the run's would mix cases: a usage error naming one."""
-    try:
-        run = json.loads((sweep.out / "run.json").read_text())
-    except (OSError, ValueError):
-        return
-    recorded = {**(run.get("case_settings") or {})}
-    if "min_effect" in (run.get("sweep") or {}):
-        recorded["min_effect"] = run["sweep"]["min_effect"]
-    mine = {**case_settings(sweep), "min_effect": sweep.min_effect}
-    for name, value in recorded.items():
-        if name in mine and value != mine[name]:
-            raise UsageError(
-                f"--resume: {OPTION[name]} {mine[name]} differs from the run's {value} "
-                f"in {str(sweep.out)!r}; resume with the same settings, or use a new --out"
-            )
+__all__ = ["CONTROL_PROCESSES", "build_parser", "cases", "main", "resolve"]
 
 
 # -- the cases ------------------------------------------------------------------------------------
-def control_strategy(names: list[str]) -> str:
-    """The strategy run in a second process when every case has one: PyTorch's own if swept."""
-    return "native" if "native" in names else names[0]
-
-
 def cases(sweep: Sweep, run_id: str, git: dict[str, Any]) -> list[CaseSpec]:
     """Every (strategy, K, N, round), the order rotating from group to group and round to round.
 
