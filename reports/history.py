@@ -167,19 +167,24 @@ def judge_paired(series: list[Series], min_effect: float) -> dict[str, Any]:
     floor = noise["floor"]
     rule = "paired" if floor is not None else "paired-no-spread"
     threshold = max(min_effect, floor) if floor is not None else None
+    _judge_steps(series, lambda step, *_: (step["ratio"], step["ratio"]), min_effect, floor, rule)
+    return {**noise, "rule": rule, "threshold": threshold}
+
+
+def _judge_steps(series, interval, min_effect: float, floor: float | None, rule: str, **more):
+    """Every step of every series: its interval (``interval(step, before, after)``), the verdict
+    word for it at ``floor`` (none measured: never lower or higher), and the rule; ``more``:
+    extra fields, each a function of (before, after)."""
+    threshold = max(min_effect, floor) if floor is not None else None
     for s in series:
         s.steps = []
         for before, after in itertools.pairwise(s.points):
             step = _step(before, after)
-            r = step["ratio"]
-            word = (
-                verdicts.decide(r, r, min_effect, floor if floor is not None else math.inf)
-                if r is not None
-                else "unclear"
-            )
-            step.update(low=r, high=r, threshold=threshold, verdict=word, rule=rule)
+            low, high = interval(step, before, after)
+            word = verdicts.decide(low, high, min_effect, floor if floor is not None else math.inf)
+            step.update(low=low, high=high, threshold=threshold, verdict=word, rule=rule)
+            step.update({key: field(before, after) for key, field in more.items()})
             s.steps.append(step)
-    return {**noise, "rule": rule, "threshold": threshold}
 
 
 def _interval(before: Point, after: Point) -> tuple[float, float] | None:
@@ -209,22 +214,14 @@ def judge_unpaired(
     q = math.expm1(max(changes)) if changes else None
     rule = "unpaired" if q is not None else "unpaired-no-quiet"
     threshold = max(min_effect, q) if q is not None else None
-    for s in series:
-        s.steps = []
-        for before, after in itertools.pairwise(s.points):
-            step = _step(before, after)
-            interval = _interval(before, after)
-            low, high = interval if interval is not None else (None, None)
-            word = verdicts.decide(low, high, min_effect, q if q is not None else math.inf)
-            step.update(
-                low=low,
-                high=high,
-                threshold=threshold,
-                verdict=word,
-                rule=rule,
-                quiet=_spans_quiet(order, before.commit, after.commit, quiet),
-            )
-            s.steps.append(step)
+    _judge_steps(
+        series,
+        lambda step, before, after: _interval(before, after) or (None, None),
+        min_effect,
+        q,
+        rule,
+        quiet=lambda before, after: _spans_quiet(order, before.commit, after.commit, quiet),
+    )
     return {"quiet_change": q, "quiet_steps": len(changes), "rule": rule, "threshold": threshold}
 
 
