@@ -101,23 +101,39 @@ def synced(items: Iterable[T], module: nn.Module | None, grad_sync: str = "last"
     last = len(items) - 1
     ddp = module if isinstance(module, DistributedDataParallel) else None
     fsdp = module if fsdp_modules(module) else None
+    if fsdp is not None:
+        yield from _fsdp_synced(items, fsdp, grad_sync)
+        return
     for i, item in enumerate(items):
-        deferred = i < last
-        if ddp is not None and deferred and grad_sync == "last":
+        if ddp is not None and i < last and grad_sync == "last":
             with ddp.no_sync():
                 yield item
-        elif fsdp is not None:
-            try:
-                fsdp.set_requires_gradient_sync(not (deferred and grad_sync == "last"))
-                if grad_sync == "scatter":
-                    fsdp.set_requires_all_reduce(not deferred)
-                yield item
-            finally:  # an abandoned window leaves FSDP2 as it found it: syncing
-                if deferred:
-                    fsdp.set_requires_gradient_sync(True)
-                    fsdp.set_requires_all_reduce(True)
         else:
             yield item
+
+
+def _fsdp_synced(items: list[T], fsdp: nn.Module, grad_sync: str) -> Iterator[T]:
+    """FSDP2's flags for each micro-batch, set only where they change (each call walks every
+    FSDP module, inside the window); an abandoned window leaves FSDP2 syncing, as it found it."""
+    last = len(items) - 1
+    state: tuple[bool | None, bool | None] = (None, None)  # (gradient sync, all-reduce): unknown
+    try:
+        for i, item in enumerate(items):
+            deferred = i < last
+            wanted = (
+                not (deferred and grad_sync == "last"),
+                not (deferred and grad_sync == "scatter"),
+            )
+            if wanted[0] != state[0]:
+                fsdp.set_requires_gradient_sync(wanted[0])  # also sets all-reduce, as it goes
+                state = (wanted[0], wanted[0])
+            if wanted[1] != state[1]:
+                fsdp.set_requires_all_reduce(wanted[1])
+                state = (state[0], wanted[1])
+            yield item
+    finally:
+        if state != (True, True):
+            fsdp.set_requires_gradient_sync(True)
 
 
 def _resolve_modes(grad_req: str | Mapping[str, str], names: list[str]) -> dict[str, str]:
