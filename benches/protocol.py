@@ -147,8 +147,8 @@ class Bound:
 
         Each rank's window holds its own normaliser; dividing every rank's loss by the global
         sum (taken before the window), times the world size that DDP's and FSDP2's average
-        divide by, makes the averaged gradient the whole global batch's. Without a process group
-        it is the local normaliser.
+        divide by, makes the averaged gradient the whole global batch's (the transformers
+        #34191 pitfall, across ranks). Without a process group it is the local normaliser.
         """
         local = self.window_tokens(batches)
         if not (torch.distributed.is_available() and torch.distributed.is_initialized()):

@@ -261,7 +261,6 @@ class Workload:
         self.max_len = cfg.max_len if cfg.max_len is not None else mcfg.max_seq_len
 
         torch.manual_seed(cfg.seed)
-        self.ddp = None  # set by distribute(): loss() then runs forward through DDP
         self.model = Seq2SeqTransformer(mcfg).to(self.device)
         self.model.train()
         self.ballast = []
@@ -360,35 +359,6 @@ class Workload:
 
     normaliser = window_tokens  # the protocol's name (benches/protocol.py)
 
-    def distribute(self, **ddp_options) -> torch.nn.parallel.DistributedDataParallel:
-        """Wrap the model in DistributedDataParallel (the process group must be initialised).
-
-        `loss` then runs forward through the wrapper, so backward all-reduces; `model` stays the
-        plain module. Options go to DDP (e.g. gradient_as_bucket_view=True).
-        """
-        device_ids = [self.device.index] if self.device.type == "cuda" else None
-        self.ddp = torch.nn.parallel.DistributedDataParallel(
-            self.model, device_ids=device_ids, **ddp_options
-        )
-        return self.ddp
-
-    def distributed_window_tokens(self, batches: list[Batch]) -> float:
-        """The divisor for `loss` when DDP averages gradients over ranks: global tokens / world.
-
-        Each rank's window holds its own number of tokens; dividing every rank's summed loss by
-        the global token count (summed over ranks before the window), times the world size that
-        DDP's average divides by, makes the averaged gradient the gradient of the whole global
-        batch (the transformers #34191 pitfall, across ranks). Without a process group it is
-        `window_tokens`.
-        """
-        local = self.window_tokens(batches)
-        if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
-            return local
-        device = self.device if torch.distributed.get_backend() == "nccl" else "cpu"
-        total = torch.tensor([local], dtype=torch.float64, device=device)
-        torch.distributed.all_reduce(total)
-        return total.item() / torch.distributed.get_world_size()
-
     # --- loss ---
 
     def loss(
@@ -396,15 +366,15 @@ class Workload:
     ) -> torch.Tensor:
         """Label-smoothed cross-entropy summed over the batch's non-pad targets / window_tokens.
 
-        ``module`` is the model to run (a replica, or a DDP wrapper of one); by default the
-        workload's own (through DDP after ``distribute``).
+        ``module`` is the model to run (a replica, or the engine's DDP/FSDP2 wrapper of one); by
+        default the workload's own. The workload never wraps its model (benches/protocol.py).
         """
         if not window_tokens > 0:
             raise ValueError(f"invalid window_tokens {window_tokens!r}; valid: a number > 0")
         autocast = self.config.dtype == "bfloat16"  # only reachable on CUDA (checked in init)
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=autocast):
             if module is None:
-                module = self.ddp if self.ddp is not None else self.model
+                module = self.model
             logits = module(batch.src, batch.tgt_in, batch.src_pad_mask, batch.tgt_pad_mask)
             total = F.cross_entropy(
                 logits.flatten(0, 1),  # (B*T, V)

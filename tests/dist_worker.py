@@ -12,13 +12,20 @@ import traceback
 
 import torch
 import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
 
 import strategies
+from benches import protocol
 from benches.distributed import CollectiveCounter
 from benches.gradients import grad_check, reference_grads
-from benches.workload import Workload
+from benches.protocol import Bound as Workload
 
 K = 3
+
+
+def tiny_workload() -> Workload:
+    """The reference workload as the engine holds it (distributed normaliser included)."""
+    return protocol.build(protocol.DEFAULT, protocol.Settings(device="cpu", accumulate=K))
 
 
 def rank_batches(workload: Workload, rank: int, world: int, window: int = 0):
@@ -65,9 +72,9 @@ def run(rank: int, world: int, port: int, out: str, names: list[str]) -> None:
 
 def check(rank: int, world: int, name: str, bucket_view: bool) -> dict:
     case = {"strategy": name, "bucket_view": bucket_view}
-    workload = Workload(preset="tiny", accumulate=K, dropout=0.0, device="cpu", seed=0)
+    workload = tiny_workload()
     expected = [global_reference(workload, world, w) for w in range(2)]
-    model = workload.distribute(gradient_as_bucket_view=bucket_view)
+    model = DistributedDataParallel(workload.model, gradient_as_bucket_view=bucket_view)
     allreduce = CollectiveCounter(model, "ddp")
     try:
         collector = strategies.GradientCollector(model, strategy=name)
@@ -81,7 +88,7 @@ def check(rank: int, world: int, name: str, bucket_view: bool) -> dict:
             with collector:
                 for batch in collector.micro_batches(batches):
                     before = allreduce.allreduce
-                    collector.backward(workload.loss(batch, tokens))
+                    collector.backward(workload.loss(batch, tokens, model))
                     per_micro.append(allreduce.allreduce - before)
             diffs.append(max_rel_diff(workload, expected[window]))
         collector.close()
@@ -124,7 +131,7 @@ def check_sharded(rank: int, world: int, parallel, name: str, flavour: str) -> d
     from benches.distributed import full
 
     case = {"strategy": name, "grad_sync": flavour}
-    workload = Workload(preset="tiny", accumulate=K, dropout=0.0, device="cpu", seed=0)
+    workload = tiny_workload()
     # the references at the unsharded weights, before fully_shard turns them into DTensors
     expected = [global_reference(workload, world, w) for w in range(2)]
     model = parallel.wrap(workload.model)
@@ -154,7 +161,7 @@ def check_sharded(rank: int, world: int, parallel, name: str, flavour: str) -> d
 
 def refusals(parallel) -> dict:
     """What a sharded target refuses: grad_req write, and scatter on a 1-D mesh."""
-    workload = Workload(preset="tiny", accumulate=K, dropout=0.0, device="cpu", seed=0)
+    workload = tiny_workload()
     model = parallel.wrap(workload.model)
     out = {"strategy": None}
     for key, kwargs in (("write", {"grad_req": "write"}), ("scatter", {"grad_sync": "scatter"})):
