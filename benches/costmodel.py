@@ -220,9 +220,6 @@ def count(loop, batches, tokens: float) -> dict[str, int]:
     from strategies import _hooks
 
     collector = loop.collector
-    collector.grad_sync = (
-        loop.grad_sync
-    )  # the case's flavour (the flavour pass may have left another)
     ops, visits, scans = _Ops(), _Visits(), _Scans()
     with ops, visits, scans:
         collector.__enter__()

@@ -184,13 +184,12 @@ def _sharded_replica(workload, parallel):
 
 
 def _fresh_loop(workload, strategy, parallel, grad_sync, sharded=None):
-    from benches.runner import Loop, replica
+    from benches.runner import Loop, fresh_replica
 
     if sharded is not None:
         model, module = sharded
         return Loop(workload, model, strategy, parallel, grad_sync, module)
-    model = parallel.unsharded(workload.model) if parallel else replica(workload.model)
-    return Loop(workload, model, strategy, parallel, grad_sync)
+    return Loop(workload, fresh_replica(workload.model, parallel), strategy, parallel, grad_sync)
 
 
 def replica_bytes(loop) -> int:

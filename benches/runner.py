@@ -46,6 +46,11 @@ def replica(model: torch.nn.Module) -> torch.nn.Module:
             p.grad = g
 
 
+def fresh_replica(model: torch.nn.Module, parallel=None) -> torch.nn.Module:
+    """A plain replica with ``model``'s weights now (a sharded one's gathered whole)."""
+    return parallel.unsharded(model) if parallel is not None else replica(model)
+
+
 class Clock:
     """Marks on the device's timeline: ``perf_counter`` on CPU, CUDA events on the stream."""
 
@@ -89,7 +94,6 @@ class Loop:
             module = parallel.wrap(model) if parallel is not None else model
         self.module = module
         self.distributed = parallel is not None and parallel.kind != "none"
-        self.grad_sync = grad_sync
         self.clock = Clock(workload.device)
         self.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
         self.collector = (
@@ -97,6 +101,19 @@ class Loop:
             if strategy
             else None
         )
+        self.grad_sync = grad_sync
+
+    @property
+    def grad_sync(self) -> str:
+        """When this loop reduces gradients across ranks; set between windows (the collector's
+        follows)."""
+        return self._grad_sync
+
+    @grad_sync.setter
+    def grad_sync(self, value: str) -> None:
+        if self.collector is not None:
+            self.collector.grad_sync = value
+        self._grad_sync = value
 
     def window(
         self, batches, tokens: float, update: bool = True, on_reset=None, stamps=None
@@ -105,8 +122,6 @@ class Loop:
         ``on_reset()`` runs right after the reset (the memory pass reads held bytes there);
         ``stamps`` (a ``timeline.Stamps``) gets the host time of each phase boundary."""
         clock, collector, loss_of = self.clock, self.collector, self.workload.loss
-        if collector is not None and collector.grad_sync != self.grad_sync:
-            collector.grad_sync = self.grad_sync  # the flavour pass switches it, off the clock
         marks: list = []
 
         def mark(label: str) -> None:
@@ -178,11 +193,7 @@ class PairedRunner:
     def add_plain(self) -> None:
         """The plain loop's replica, with the strategy replica's weights as they are now (after
         the gradient check's steps); no hooks, views or buffers of the strategy."""
-        model = (
-            self.parallel.unsharded(self.workload.model)
-            if self.parallel is not None
-            else replica(self.workload.model)
-        )
+        model = fresh_replica(self.workload.model, self.parallel)
         self.plain = Loop(self.workload, model, None, self.parallel, self.grad_sync)
 
     def pair(self, index: int, batches, tokens: float) -> tuple[dict[str, float], dict, float]:
