@@ -28,7 +28,6 @@ from __future__ import annotations
 import gc
 import statistics
 import sys
-import time
 from typing import Any
 
 import torch
@@ -48,26 +47,25 @@ FOREACH_TENSORS_PER_LAUNCH = 110  # CUDA multi_tensor_apply, one tensor list (de
 
 # -- calibration ------------------------------------------------------------------------------
 class _Timer:
+    """Median seconds of ``fn()`` over ``repeat`` runs, on the windows' own clock (CUDA: events
+    on the stream, one synchronisation per run)."""
+
     def __init__(self, device: torch.device) -> None:
-        self.cuda = device.type == "cuda"
+        from benches.runner import Clock
+
+        self.clock = Clock(device)
 
     def __call__(self, fn, repeat: int = 5, warm: bool = True) -> float:
-        """Median seconds of ``fn()`` over ``repeat`` runs (CUDA: events, one sync per run)."""
+        clock = self.clock
         if warm:
             fn()
         out = []
         for _ in range(repeat):
-            if self.cuda:
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(True)
-                start.record()
-                fn()
-                end.record()
-                end.synchronize()
-                out.append(start.elapsed_time(end) / 1e3)
-            else:
-                t0 = time.perf_counter()
-                fn()
-                out.append(time.perf_counter() - t0)
+            start = clock.mark()
+            fn()
+            end = clock.mark()
+            clock.settle(end)
+            out.append(clock.seconds(start, end))
         return statistics.median(out)
 
 
