@@ -15,6 +15,24 @@ from torch import nn
 
 import strategies
 
+# a sweep that tests the sweep's mechanics, not verdicts: tiny, few pairs, no extra processes
+QUICK = [
+    "--preset",
+    "tiny",
+    "--accumulate",
+    "1",
+    "--live-tensors",
+    "0",
+    "--repeat",
+    "2",
+    "--warmup",
+    "0",
+    "--threads",
+    "1",
+    "--control",
+    "none",
+]
+
 # ZEROGRAD_PLUGINS=mod1,mod2 imports plugin modules first, so the suite covers their strategies
 for _module in filter(None, os.environ.get("ZEROGRAD_PLUGINS", "").split(",")):
     importlib.import_module(_module.strip())

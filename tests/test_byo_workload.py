@@ -9,6 +9,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import conftest
 import pytest
 import torch
 
@@ -19,22 +20,7 @@ from reports.rows import read
 ROOT = Path(__file__).resolve().parent.parent
 CONVNET = "examples.workloads.convnet:workload"
 GPT2 = "examples.workloads.gpt2:workload"
-QUICK = [
-    "--preset",
-    "tiny",
-    "--accumulate",
-    "2",
-    "--live-tensors",
-    "0",
-    "--repeat",
-    "2",
-    "--warmup",
-    "0",
-    "--threads",
-    "1",
-    "--control",
-    "none",
-]
+QUICK = [*conftest.QUICK, "--accumulate", "2"]
 
 
 @pytest.fixture

@@ -12,28 +12,12 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import run_reports
+from conftest import QUICK, run_reports
 
 from benches import cli
 from reports.rows import read
 
 ROOT = Path(__file__).resolve().parent.parent
-QUICK = [
-    "--preset",
-    "tiny",
-    "--accumulate",
-    "1",
-    "--live-tensors",
-    "0",
-    "--repeat",
-    "2",
-    "--warmup",
-    "0",
-    "--threads",
-    "1",
-    "--control",
-    "none",  # no extra processes: these tests are about the sweep's mechanics, not verdicts
-]
 REQUIRED_FIELDS = {
     "schema_version",
     "run_id",
