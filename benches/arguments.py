@@ -13,8 +13,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from benches import envinfo, gradients, memory, protocol, results
-from benches.spec import OPTION, SWEEP_IDENTITY
+from benches import envinfo, gradients, memory, protocol, results, training
+from benches.spec import OPTION, SWEEP_IDENTITY, parse_options
 from benches.workload import PRESETS
 
 DEFAULT_RUNS = envinfo.ROOT / "reports" / "runs"
@@ -46,11 +46,45 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m benches", description=__doc__)
     commands = parser.add_subparsers(dest="command", parser_class=_Parser)
     run = commands.add_parser("run", help="run a sweep of strategies on the reference workload")
-    run.add_argument("--strategies", default="all", help="all, or NAME,NAME (default: all)")
+    run.add_argument(
+        "--strategies",
+        default="all",
+        help="all, or NAME[,NAME...]; a strategy with options is NAME:KEY=VALUE[:KEY=VALUE], "
+        "e.g. native:set_to_none=false (default: all)",
+    )
     run.add_argument("--preset", help="tiny|small|base|big (default: small on CPU, base on CUDA)")
     run.add_argument("--device", default="auto", help="auto|cpu|cuda (default: auto)")
     run.add_argument("--accumulate", default="1,4", help="K[,K...] micro-batches per window")
     run.add_argument("--live-tensors", default="0,100000", help="N[,N...] unrelated live tensors")
+    run.add_argument(
+        "--precision",
+        default="fp32",
+        help="PRECISION[,PRECISION...] swept: fp32; bf16-autocast (fp32 weights and gradients, "
+        "the forward under autocast); bf16 (bf16 weights, so bf16 .grad) (default: fp32)",
+    )
+    run.add_argument(
+        "--optimizer",
+        default="adamw",
+        help=f"{'|'.join(training.OPTIMIZERS)}: the update's optimizer (default: adamw)",
+    )
+    run.add_argument(
+        "--clip-norm",
+        default="none",
+        help="clip each window's gradient to this total norm in the update (default: none)",
+    )
+    run.add_argument(
+        "--compile",
+        action="store_true",
+        help="torch.compile the model once per case (compile time recorded, never in a window)",
+    )
+    run.add_argument(
+        "--compare-settings",
+        default="none",
+        metavar="SETTING=VALUE",
+        help="also run each case's strategy with SETTING=VALUE (one of "
+        f"{', '.join(training.COMPARABLE)}) on a replica in the same process, window by "
+        "window (ABBA): a paired ratio and verdict, e.g. compile=false with --compile",
+    )
     run.add_argument(
         "--repeat",
         default=str(DEFAULT_REPEAT),
@@ -171,7 +205,11 @@ class Sweep:
     parallel: str = "none"
     mesh: str = ""
     grad_sync: list[str] = dataclasses.field(default_factory=lambda: ["last"])
-    dtype: str = "float32"
+    precision: list[str] = dataclasses.field(default_factory=lambda: ["fp32"])
+    optimizer: str = "adamw"
+    clip_norm: float | None = None
+    compile: bool = False
+    compare_settings: str = ""
     min_effect: float = 0.02
     keep_captures: bool = False
     control: str = "none"
@@ -203,18 +241,9 @@ def resolve(args: argparse.Namespace) -> Sweep:
     if args.strategies.strip() == "all":
         names = list(known)
     else:
-        names = [n.strip() for n in args.strategies.split(",")]
-        for name in names:
-            if name == BASELINE_GONE:
-                raise UsageError(
-                    "strategy 'baseline' is gone: every case now runs the plain loop beside its "
-                    f"strategy (overhead); valid strategies: all, {', '.join(known)}"
-                )
-            if name not in known:
-                raise UsageError(
-                    f"unknown strategy {name!r}; valid strategies: all, {', '.join(known)}"
-                )
+        names = [strategy_label(n.strip(), known) for n in args.strategies.split(",")]
     names = list(dict.fromkeys(names))
+    recipe = recipe_settings(args)
 
     accumulate = int_list("--accumulate", args.accumulate, 1)
     live = int_list("--live-tensors", args.live_tensors, 0)
@@ -250,7 +279,12 @@ def resolve(args: argparse.Namespace) -> Sweep:
         windows += 2 * 2 + 1  # the timeline's windows (strategy, plain), the cost model's count
         if parallel in ("fsdp2", "hsdp"):  # the flavour pass: pairs of the strategy's windows
             windows += 2 * (repeat + warmup)
-        timeout = (120 + per * max(accumulate) * windows) * world_size
+        if recipe["compare_settings"]:  # the other setting's loop: pairs with the strategy's
+            windows += 2 * (repeat + warmup) + 2
+        if "bf16" in recipe["precision"] and device == "cpu":
+            per *= 3  # bf16 matmuls on a CPU without bf16 units: slower than fp32
+        compiling = 600 if recipe["compile"] or "compile" in recipe["compare_settings"] else 0
+        timeout = (120 + compiling + per * max(accumulate) * windows) * world_size
     if args.resume and not args.out and not (DEFAULT_RUNS / "latest").exists():
         raise UsageError("--resume needs --out DIR (no reports/runs/latest to resume)")
     if args.out:
@@ -282,6 +316,7 @@ def resolve(args: argparse.Namespace) -> Sweep:
         parallel=parallel,
         mesh=mesh,
         grad_sync=grad_sync,
+        **recipe,
         min_effect=min_effect,
         keep_captures=args.keep_captures,
         control=control,
@@ -289,6 +324,76 @@ def resolve(args: argparse.Namespace) -> Sweep:
     if args.resume:
         same_settings(sweep)
     return sweep
+
+
+def strategy_label(text: str, known: list[str]) -> str:
+    """``NAME`` or ``NAME:KEY=VALUE[:KEY=VALUE]`` checked (the strategy made once with those
+    options); options canonical: sorted by key, values as parsed (true, false, none, numbers)."""
+    import strategies
+
+    name, _, options = text.partition(":")
+    if name == BASELINE_GONE:
+        raise UsageError(
+            "strategy 'baseline' is gone: every case now runs the plain loop beside its "
+            f"strategy (overhead); valid strategies: all, {', '.join(known)}"
+        )
+    if name not in known:
+        raise UsageError(f"unknown strategy {name!r}; valid strategies: all, {', '.join(known)}")
+    if not options:
+        return name
+    try:
+        parsed = parse_options(options)
+        strategies.get(name, **parsed)
+    except Exception as err:  # unknown option, or a value the strategy refuses
+        raise UsageError(f"--strategies {text!r}: {err}".replace("\n", " ")) from None
+    if not parsed:
+        return name
+    canonical = ":".join(f"{k}={_spell(v)}" for k, v in sorted(parsed.items()))
+    return f"{name}:{canonical}"
+
+
+def _spell(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    return "none" if value is None else str(value)
+
+
+def recipe_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """--precision (swept), --optimizer, --clip-norm, --compile and --compare-settings."""
+    precision = [item.strip() for item in str(args.precision).split(",")]
+    for item in precision:
+        if item not in training.PRECISIONS:
+            raise UsageError(
+                f"unknown --precision {item!r}; valid: {', '.join(training.PRECISIONS)}"
+            )
+    if args.optimizer not in training.OPTIMIZERS:
+        raise UsageError(
+            f"unknown --optimizer {args.optimizer!r}; valid: {', '.join(training.OPTIMIZERS)}"
+        )
+    clip_norm = None
+    if str(args.clip_norm).lower() != "none":
+        try:
+            clip_norm = float(args.clip_norm)
+        except ValueError:
+            clip_norm = -1.0
+        if not clip_norm > 0 or clip_norm == float("inf"):
+            raise UsageError(
+                f"--clip-norm {args.clip_norm!r} is invalid; valid: a number > 0, or none"
+            )
+    compare = "" if str(args.compare_settings).lower() == "none" else args.compare_settings
+    if compare:
+        try:
+            setting, value = training.parse_setting(compare)
+        except ValueError as err:
+            raise UsageError(str(err)) from None
+        compare = f"{setting}={_spell(value)}"
+    return {
+        "precision": list(dict.fromkeys(precision)),
+        "optimizer": args.optimizer,
+        "clip_norm": clip_norm,
+        "compile": bool(args.compile),
+        "compare_settings": compare,
+    }
 
 
 def check_workload(spec: str, device: str, preset: str, accumulate: int, seed: int) -> None:

@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from benches import costmodel, distributed, envinfo, gradients, memory, protocol
+from benches import costmodel, distributed, envinfo, gradients, memory, protocol, training
 from benches.runner import PHASES, PairedRunner
 from benches.spec import CaseSpec
 from reports import stats
@@ -51,9 +51,10 @@ def run_case(spec: CaseSpec) -> dict[str, Any] | None:
     device = distributed.local_device(spec.device)  # rank r of a node on cuda:r
     if spec.parallel != "none":
         distributed.init(device)
+    recipe = spec.recipe  # the training loop's settings, checked
     settings = protocol.Settings(
         device=str(device),
-        dtype=spec.dtype,
+        precision=spec.precision,
         seed=spec.seed,
         accumulate=spec.accumulate,
         live_tensors=spec.live_tensors,
@@ -62,6 +63,7 @@ def run_case(spec: CaseSpec) -> dict[str, Any] | None:
         deterministic=True,  # the gradient check compares windows: no random masks
     )
     workload = protocol.build(spec.workload, settings)
+    workload.recipe = recipe
     # the data of every window, made before any clock runs; rank r holds windows w * world + r,
     # so ranks hold different tokens; a window's reference is the whole global batch's gradient
     windows = range(gradients.CHECK_WINDOWS)
@@ -71,15 +73,18 @@ def run_case(spec: CaseSpec) -> dict[str, Any] | None:
     references = [(batches, workload.window_tokens(batches)) for batches in every]
     shape = distributed.parse_mesh(spec.mesh or None, spec.parallel, world)
     parallel = distributed.Parallel(spec.parallel, workload.device, shape)
-    runner = PairedRunner(workload, spec.strategy, parallel, spec.grad_sync)
+    runner = PairedRunner(workload, spec.label, parallel, spec.grad_sync)
     counter = distributed.CollectiveCounter(runner.strategy.module, parallel.kind)
+    timed = data[:2]  # two windows alternate, so that no window's data is cached twice
+    # compiled: every graph (and each new shape's) is compiled here, outside every window
+    compile_s = runner.strategy.warm(timed) if recipe.compile else None
 
     check = gradients.check_windows(
         runner.strategy,
         workload,
         data,
         references,
-        gradients.GRAD_TOLERANCE[spec.dtype],
+        training.grad_tolerance(spec.precision, spec.accumulate),
         parallel,
     )
     del every, references
@@ -87,9 +92,15 @@ def run_case(spec: CaseSpec) -> dict[str, Any] | None:
         check = distributed.worst_check(check, world)
     if not check["ok"]:
         raise gradients.GradientCheckError(gradients.failure(check))
+    errors = {key: check.pop(key, None) for key in ("accumulation_error", "total_error")}
 
     runner.add_plain()
-    timed = data[:2]  # two windows alternate, so that no window's data is cached twice
+    if recipe.compile:
+        runner.plain.warm(timed)  # the compiled graphs are cached: this only checks shapes
+    other = compared_recipe(spec)
+    if other is not None:
+        runner.add_other(other)
+        runner.other.warm(timed)
     for i in range(spec.warmup):
         runner.pair(i, *timed[i % 2])
 
@@ -119,6 +130,8 @@ def run_case(spec: CaseSpec) -> dict[str, Any] | None:
         )
     flavours = flavour_pairs(spec, runner, timed) if parallel.sharded else {}
     samples.update(flavours)
+    if other is not None:
+        samples.update(setting_pairs(spec, runner, timed))
     costs = (  # after the timed pairs, off the clock: coefficients and counts of this process
         None
         if spec.control  # an extra process of the control: it measures noise, nothing else
@@ -145,7 +158,32 @@ def run_case(spec: CaseSpec) -> dict[str, Any] | None:
         if rank != 0:
             return None
     measured = summarise(spec, workload, samples, check, {**held_peak, **context}, collectives)
-    return {**measured, "cost_model": cost_figures(costs, samples) if costs else None}
+    return {
+        **measured,
+        **errors,
+        "compile_s": compile_s,
+        "cost_model": cost_figures(costs, samples) if costs else None,
+    }
+
+
+def compared_recipe(spec: CaseSpec) -> training.Recipe | None:
+    """The recipe ``--compare-settings SETTING=VALUE`` alternates with the case's own."""
+    if not spec.compare_settings:
+        return None
+    setting, value = training.parse_setting(spec.compare_settings)
+    return spec.recipe.replace(setting, value)
+
+
+def setting_pairs(spec: CaseSpec, runner: PairedRunner, timed) -> dict[str, list[float]]:
+    """The case's loop against the same strategy's loop with the other setting, on replicas
+    with the same weights and data, window by window (ABBA, after ``warmup`` unmeasured pairs)."""
+    out: dict[str, list[float]] = {"setting_window": [], "other_setting_window": []}
+    for i in range(spec.warmup + spec.repeat):
+        mine, other = runner.setting_pair(i, *timed[i % 2])
+        if i >= spec.warmup:
+            out["setting_window"].append(mine)
+            out["other_setting_window"].append(other)
+    return out
 
 
 def flavour_pairs(spec: CaseSpec, runner: PairedRunner, timed) -> dict[str, list[float]]:
@@ -177,7 +215,7 @@ def memory_figures(workload, spec: CaseSpec, data, parallel, rank: int) -> dict[
             extra and spec.plain_timeline,
         )  # fmt: skip
         mine = memory.memory_pass(
-            workload, spec.strategy, data, capture, parallel, spec.grad_sync, extra
+            workload, spec.label, data, capture, parallel, spec.grad_sync, extra
         )
         figures: dict[str, Any] = {
             "held_bytes": mine["held_bytes"],
@@ -230,6 +268,7 @@ def summarise(spec, workload, samples, check, memory_row, collectives) -> dict[s
             tokens_per_window / window_median if window_median and tokens_per_window else None
         ),
         "flops_per_window": flops * world if flops is not None else None,
+        "mfu": mfu(workload, spec, flops, window_median),
         "phases": phases,
         "samples": samples,
         "overhead": overhead,
@@ -246,8 +285,36 @@ def summarise(spec, workload, samples, check, memory_row, collectives) -> dict[s
         ),
         "collectives_per_window": collectives_figure(collectives, spec.parallel),
         "grad_sync_vs_every": flavour_ratio(samples, spec),
+        "settings_vs": setting_ratio(samples, spec),
         "memory": memory_row,
         "grad_check": check,
+    }
+
+
+def mfu(workload, spec: CaseSpec, flops: int | None, window_s: float | None) -> dict | None:
+    """Model FLOPs utilisation of the strategy's median window against the GPU's bf16 peak (per
+    rank: each rank's FLOPs on its own GPU); None on CPU, in fp32, or for an unknown GPU."""
+    peak = training.peak_flops(workload.device, spec.precision)
+    if peak is None or not flops or not window_s:
+        return None
+    return {
+        "value": flops / window_s / peak,
+        "peak_flops": peak,
+        "measure": "6 N tokens per window (attention not counted) / median window / bf16 peak",
+    }
+
+
+def setting_ratio(samples: dict[str, list], spec: CaseSpec) -> dict[str, Any] | None:
+    """The paired ratio of the case's loop over the ``--compare-settings`` one (None: none)."""
+    if not samples.get("setting_window"):
+        return None
+    setting, value = training.parse_setting(spec.compare_settings)
+    pairs = stats.log_ratios(samples["setting_window"], samples["other_setting_window"])
+    return {
+        **stats.public(stats.paired([pairs], seed=spec.round)),
+        "setting": setting,
+        "mine": getattr(spec.recipe, setting),
+        "other": value,
     }
 
 
@@ -369,7 +436,14 @@ def by_hand(argv: list[str]) -> int:
     from benches import results
 
     parser = argparse.ArgumentParser(prog="python -m benches.case", description=main.__doc__)
-    parser.add_argument("--strategy", required=True, help="a strategy name")
+    parser.add_argument(
+        "--strategy", required=True, help="a strategy name, with options: NAME:KEY=VALUE"
+    )
+    parser.add_argument("--precision", default="fp32", choices=training.PRECISIONS)
+    parser.add_argument("--optimizer", default="adamw", choices=training.OPTIMIZERS)
+    parser.add_argument("--clip-norm", type=float, default=None, help="a total norm > 0")
+    parser.add_argument("--compile", action="store_true", help="torch.compile the model")
+    parser.add_argument("--compare-settings", default="", metavar="SETTING=VALUE")
     parser.add_argument("--preset", default="tiny")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--accumulate", type=int, default=4)
@@ -394,10 +468,21 @@ def by_hand(argv: list[str]) -> int:
                 f"invalid --grad-sync {args.grad_sync!r} with --parallel {parallel}; "
                 f"valid: {', '.join(distributed.GRAD_SYNC[parallel])}"
             )
+        if args.compare_settings:
+            training.parse_setting(args.compare_settings)
+        name, _, options = args.strategy.partition(":")
+        CaseSpec(strategy=name, preset="", device="", accumulate=1, live_tensors=0,
+                 clip_norm=args.clip_norm).recipe  # fmt: skip
     except ValueError as err:
         parser.error(str(err))
     spec = CaseSpec(
-        strategy=args.strategy,
+        strategy=name,
+        options=options,
+        precision=args.precision,
+        optimizer=args.optimizer,
+        clip_norm=args.clip_norm,
+        compile=args.compile,
+        compare_settings=args.compare_settings,
         preset=args.preset,
         device=args.device,
         accumulate=args.accumulate,

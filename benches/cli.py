@@ -37,20 +37,24 @@ __all__ = ["CONTROL_PROCESSES", "build_parser", "cases", "main", "resolve"]
 
 # -- the cases ------------------------------------------------------------------------------------
 def cases(sweep: Sweep, run_id: str, git: dict[str, Any]) -> list[CaseSpec]:
-    """Every (strategy, K, N, round), the order rotating from group to group and round to round.
+    """Every (strategy, K, N, flavour, precision, round), the order rotating from group to group and round to round.
 
     With one round, the control strategy runs in ``CONTROL_PROCESSES`` processes at every (K, N)
     (rounds 1, 2, ... marked ``control``): the spread between its processes is the
     between-process noise, measured at every (K, N) of every sweep.
     """
     groups = [
-        (k, n, f) for k in sweep.accumulate for n in sweep.live_tensors for f in sweep.grad_sync
+        (k, n, f, p)
+        for p in sweep.precision
+        for k in sweep.accumulate
+        for n in sweep.live_tensors
+        for f in sweep.grad_sync
     ]
     control = sweep.control
     settings = case_settings(sweep)
     out = []
     for round_ in range(sweep.rounds):
-        for g, (k, n, flavour) in enumerate(groups):
+        for g, (k, n, flavour, precision) in enumerate(groups):
             names = [(name, round_, False) for name in sweep.strategies]
             # with one round, the control's extra processes, spread through the group
             if sweep.rounds == 1 and control != "none":
@@ -58,15 +62,18 @@ def cases(sweep: Sweep, run_id: str, git: dict[str, Any]) -> list[CaseSpec]:
                     names.insert(extra * len(names) // CONTROL_PROCESSES, (control, extra, True))
             shift = (g + round_) % len(names)
             plain_timeline = round_ == 0  # the plain loop's timeline: once per group is enough
-            for name, r, is_control in names[shift:] + names[:shift]:
+            for label, r, is_control in names[shift:] + names[:shift]:
                 first = plain_timeline and not is_control
                 plain_timeline = plain_timeline and not first
+                name, _, options = label.partition(":")
                 out.append(
                     CaseSpec(
                         strategy=name,
+                        options=options,
                         accumulate=k,
                         live_tensors=n,
                         grad_sync=flavour,
+                        precision=precision,
                         **settings,
                         memray=sweep.memray,
                         keep_captures=sweep.keep_captures,

@@ -234,7 +234,7 @@ def count(loop, batches, tokens: float) -> dict[str, int]:
     ]
     try:
         for batch in collector.micro_batches(batches):
-            collector.backward(loop.workload.loss(batch, tokens, loop.module))
+            collector.backward(loop.loss(batch, tokens))
     finally:
         for handle in counters:
             handle.remove()

@@ -1,18 +1,31 @@
-"""The reference gradients and the check that every case's strategy yields them.
+"""The reference gradients, the check that every case's strategy yields them, and how precise
+the window's gradient is.
 
 The reference is computed without any strategy: ``torch.autograd.grad`` of each micro-batch's
-loss, summed, at the weights the window starts from (it never touches ``.grad``). The check runs
-``CHECK_WINDOWS`` consecutive windows with an optimizer step and different data in between, so a
-reset that does nothing (the second window would hold two windows' gradients) fails.
+loss at the case's precision, summed in float64, at the weights the window starts from (it never
+touches ``.grad``). The check runs ``CHECK_WINDOWS`` consecutive windows with an optimizer step
+and different data in between, so a reset that does nothing (the second window would hold two
+windows' gradients) fails; its tolerance comes from the precision and K
+(``training.grad_tolerance``), so that a bf16 sum shows in the error figures, not as a failure.
+
+The first window's gradient also gives the row's error figures, each ``max_rel`` (max |diff| /
+max |ref| per parameter, the worst parameter, as the check) and ``norm_rel`` (||diff|| / ||ref||
+over all parameters concatenated):
+
+- ``accumulation_error``: against that float64 sum of the same micro-batch gradients: it
+  isolates where the window's sum lives (bf16 ``.grad``, an fp32 buffer, ...);
+- ``total_error``: against a float64 copy of the model on the same data: precision as a whole.
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import torch
 
-GRAD_TOLERANCE = {"float32": 1e-5, "bfloat16": 1e-2}  # max relative difference allowed
+from benches import training
+
 CHECK_WINDOWS = 3
 
 
@@ -21,19 +34,57 @@ class GradientCheckError(RuntimeError):
 
 
 def reference_grads(
-    workload, batches, tokens: float, model: torch.nn.Module | None = None
+    workload,
+    batches,
+    tokens: float,
+    model: torch.nn.Module | None = None,
+    module: torch.nn.Module | None = None,
+    precision: str | None = None,
 ) -> dict[str, torch.Tensor]:
-    """The window's gradient without any strategy: autograd.grad per micro-batch, summed."""
+    """The window's gradient without any strategy: autograd.grad per micro-batch (through
+    ``module``, default the model, at the precision, default the case's), summed in float64."""
     model = model if model is not None else workload.model
+    module = module if module is not None else model
     names, params = zip(*model.named_parameters(), strict=True)
     total: list[torch.Tensor | None] = [None] * len(params)
     for batch in batches:
-        loss = workload.loss(batch, tokens, model)
+        loss = workload.loss(batch, tokens, module, precision)
         grads = torch.autograd.grad(loss, params, allow_unused=True)
         for i, g in enumerate(grads):
             if g is not None:
-                total[i] = g if total[i] is None else total[i] + g
+                g = g.to(torch.float64)
+                total[i] = g if total[i] is None else total[i].add_(g)
     return {n: t for n, t in zip(names, total, strict=True) if t is not None}
+
+
+def float64_grads(workload, batches, tokens: float, model: torch.nn.Module) -> dict:
+    """The window's gradient of a float64 copy of ``model`` on the same data (no autocast)."""
+    copied = copy.deepcopy(model)
+    for p in copied.parameters():
+        p.grad = None
+    copied.to(torch.float64)
+    try:
+        return reference_grads(workload, batches, tokens, copied, precision="fp32")
+    finally:
+        del copied
+
+
+def errors(got: dict[str, torch.Tensor | None], expected: dict[str, torch.Tensor]) -> dict:
+    """``max_rel`` and ``norm_rel`` of a window's gradient against a float64 reference."""
+    max_rel, diff_sq, ref_sq = 0.0, 0.0, 0.0
+    for name, ref in expected.items():
+        g = got.get(name)
+        diff = (ref if g is None else g.to(torch.float64) - ref).abs()
+        scale = ref.abs().max().item()
+        worst = diff.max().item()
+        rel = worst / scale if scale > 0 else (0.0 if worst == 0 else float("inf"))
+        max_rel = max(max_rel, rel)
+        diff_sq += diff.square().sum().item()
+        ref_sq += ref.square().sum().item()
+    return {
+        "max_rel": max_rel,
+        "norm_rel": (diff_sq**0.5) / (ref_sq**0.5) if ref_sq > 0 else 0.0,
+    }
 
 
 def grad_check(got: dict[str, torch.Tensor | None], expected, tolerance: float) -> dict[str, Any]:
@@ -43,8 +94,8 @@ def grad_check(got: dict[str, torch.Tensor | None], expected, tolerance: float) 
     for name, ref in expected.items():
         g = got.get(name)
         g = torch.zeros_like(ref) if g is None else g
-        diff = (g.float() - ref.float()).abs().max().item()
-        scale = ref.float().abs().max().item()
+        diff = (g.double() - ref.double()).abs().max().item()
+        scale = ref.double().abs().max().item()
         rel = diff / scale if scale > 0 else (0.0 if diff == 0 else float("inf"))
         max_abs = max(max_abs, diff)
         if rel > max_rel:
@@ -61,30 +112,42 @@ def grad_check(got: dict[str, torch.Tensor | None], expected, tolerance: float) 
 def check_windows(
     loop, workload, windows, references, tolerance: float, parallel=None
 ) -> dict[str, Any]:
-    """Check the strategy's gradients over consecutive windows, stepping in between.
+    """Check the strategy's gradients over consecutive windows, stepping in between; the first
+    window's error figures (``accumulation_error``, ``total_error``) go into the result.
 
     ``windows``: (batches, tokens) of this rank per window; ``references``: (batches, tokens)
     whose reference gradient the window must equal (the global batch under DDP or FSDP2). A
     sharded model's reference runs on an unsharded copy of its weights, and its window's
-    gradients are gathered whole before they are compared.
+    gradients are gathered whole before they are compared. Without ranks the micro-batch
+    gradients of the reference go through the loop's own (compiled) module.
     """
     worst: dict[str, Any] | None = None
+    figures: dict[str, Any] = {}
+    ranks = parallel is not None and parallel.kind != "none"
     for w, ((batches, tokens), (every, every_tokens)) in enumerate(
         zip(windows, references, strict=True)
     ):
         sharded = parallel is not None and parallel.sharded
         model = parallel.unsharded(loop.model) if sharded else loop.model
-        expected = reference_grads(workload, every, every_tokens, model)
+        module = None if ranks else loop.forward
+        expected = reference_grads(workload, every, every_tokens, model, module)
+        total = float64_grads(workload, every, every_tokens, model) if w == 0 else None
         del model
         loop.window(batches, tokens, update=False)
-        result = grad_check(loop.grads(), expected, tolerance)
-        del expected
+        got = loop.grads()
+        result = grad_check(got, expected, tolerance)
+        if w == 0:
+            figures = {
+                "accumulation_error": errors(got, expected),
+                "total_error": errors(got, total),
+            }
+        del expected, total, got
         result["window"] = w + 1
         if worst is None or result["max_rel_diff"] > worst["max_rel_diff"]:
             worst = result
-        loop.collector.step(loop.optimizer)
+        loop.update()
     assert worst is not None
-    return {**worst, "windows": len(windows)}
+    return {**worst, "windows": len(windows), **figures}
 
 
 def failure(check: dict[str, Any]) -> str:

@@ -1,8 +1,8 @@
 """Bring your own workload: what the engine hands a workload factory, and what it needs back.
 
 ``--workload package.module:factory`` names a callable. The engine calls it once per process as
-``factory(settings)`` with the settings it owns (``Settings``: device, dtype, seed, K, live
-tensors, threads, preset, deterministic) and gets back an object with
+``factory(settings)`` with the settings it owns (``Settings``: device, precision, seed, K,
+live tensors, threads, preset, deterministic) and gets back an object with
 
 - ``model``: an ``nn.Module`` on ``settings.device``, never wrapped: the engine wraps replicas of
   it itself (DDP, FSDP2) and hands the wrapper to ``loss``;
@@ -31,6 +31,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from benches import training
+
 DEFAULT = "benches.workload:workload"
 REQUIRED = ("model", "batches", "normaliser", "loss")
 OPTIONAL = ("tokens_per_window", "flops_per_window", "ballast")
@@ -42,7 +44,9 @@ class Settings:
     """The settings the engine owns; a workload builds its model and data from them."""
 
     device: str  # "cpu" or "cuda:N": the rank's own device
-    dtype: str = "float32"  # "bfloat16": autocast on CUDA
+    # fp32 | bf16-autocast | bf16 (benches/training.py); the engine applies it: bf16 weights
+    # (the model is cast after the factory returns), autocast around every ``loss`` call
+    precision: str = "fp32"
     seed: int = 0
     accumulate: int = 1  # K micro-batches per window
     live_tensors: int = 0  # unrelated leaf tensors with a .grad, kept alive
@@ -115,8 +119,10 @@ class Bound:
 
     def __init__(self, made: Any, settings: Settings, spec: str = DEFAULT) -> None:
         self.made, self.settings, self.spec = made, settings, spec
-        self.model: nn.Module = made.model
+        self.model: nn.Module = training.to_precision(made.model, settings.precision)
         self.device = next(self.model.parameters()).device
+        #: how the engine's loops train it (the case sets its own: compile, optimizer, clip)
+        self.recipe = training.Recipe(precision=settings.precision)
         ballast = getattr(made, "ballast", None)
         if ballast is None:
             ballast = []
@@ -158,8 +164,18 @@ class Bound:
         torch.distributed.all_reduce(total)
         return total.item() / torch.distributed.get_world_size()
 
-    def loss(self, batch: Any, tokens: float, module: nn.Module | None = None) -> torch.Tensor:
-        return self.made.loss(batch, tokens, module if module is not None else self.model)
+    def loss(
+        self,
+        batch: Any,
+        tokens: float,
+        module: nn.Module | None = None,
+        precision: str | None = None,
+    ) -> torch.Tensor:
+        """One micro-batch's loss through ``module``, under the precision's autocast (the
+        case's unless given: a loop compared with another precision passes its own)."""
+        precision = precision or self.settings.precision
+        with training.autocast(precision, self.device):
+            return self.made.loss(batch, tokens, module if module is not None else self.model)
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.model.parameters())  # tied weights appear once

@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from benches import training
 from benches.distributed import full
 from benches.envinfo import psi_cpu
 from strategies.collector import synced
@@ -73,8 +74,22 @@ class Clock:
         return start.elapsed_time(end) / 1e3 if self.cuda else end - start
 
 
+def make_strategy(label: str):
+    """A strategy instance from its case label, ``name`` or ``name:k=v:k2=v2`` (its options)."""
+    import strategies
+    from benches.spec import parse_options
+
+    name, _, options = label.partition(":")
+    return strategies.get(name, **parse_options(options))
+
+
 class Loop:
-    """One replica's windows: with a strategy's collector, or the plain PyTorch loop."""
+    """One replica's windows: with a strategy's collector, or the plain PyTorch loop.
+
+    ``strategy`` is a case's label (``name`` or ``name:k=v``), or None for the plain loop;
+    ``recipe`` how it trains (precision, compile, optimizer, clipping: the workload's unless
+    given, so that a loop with another recipe can alternate with the case's own).
+    """
 
     def __init__(
         self,
@@ -84,24 +99,62 @@ class Loop:
         parallel=None,
         grad_sync: str = "last",
         module: torch.nn.Module | None = None,
+        recipe: training.Recipe | None = None,
     ) -> None:
         import strategies
 
         self.workload, self.model = workload, model
+        # a Bound workload has the case's recipe; a bare one (tests) trains the default way
+        own = getattr(workload, "recipe", None) or training.Recipe()
+        self.recipe = recipe = recipe or own
+        self._own_precision = recipe.precision == own.precision
+        training.to_precision(model, recipe.precision)
         # what forward runs through: the model, its DDP wrapper, or the model sharded in place
-        # (``module``: already wrapped by the caller)
+        # (``module``: already wrapped by the caller); compiled on top when the recipe says so
         if module is None:
             module = parallel.wrap(model) if parallel is not None else model
         self.module = module
+        self.forward = training.compiled(module) if recipe.compile else module
         self.distributed = parallel is not None and parallel.kind != "none"
         self.clock = Clock(workload.device)
-        self.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        self.optimizer = training.optimizer(recipe.optimizer, model.parameters())
         self.collector = (
-            strategies.GradientCollector(self.module, strategy=strategy, grad_sync=grad_sync)
+            strategies.GradientCollector(
+                self.module, strategy=make_strategy(strategy), grad_sync=grad_sync
+            )
             if strategy
             else None
         )
         self.grad_sync = grad_sync
+
+    def loss(self, batch, tokens: float) -> torch.Tensor:
+        """One micro-batch's loss through this loop's (compiled) module at its precision."""
+        if self._own_precision:  # the workload applies its own precision
+            return self.workload.loss(batch, tokens, self.forward)
+        return self.workload.loss(batch, tokens, self.forward, self.recipe.precision)
+
+    def warm(self, windows) -> float:
+        """Run forward and backward of every micro-batch of ``windows`` ((batches, tokens)
+        pairs) once, outside any window and leaving ``.grad`` alone: a compiled module compiles
+        here (each new shape too), not inside a timed window. Seconds it took."""
+        params = list(self.model.parameters())
+        return sum(
+            training.warm(lambda b, t=tokens: self.loss(b, t), batch, params)
+            for batches, tokens in windows
+            for batch in batches
+        )
+
+    def update(self) -> None:
+        """The update phase: clip (the strategy's norm, or ``clip_grad_norm_``), step, and for
+        the plain loop drop the gradients (``zero_grad(set_to_none=True)``)."""
+        clip = self.recipe.clip_norm
+        if self.collector is not None:
+            self.collector.step(self.optimizer, clip_norm=clip)
+            return
+        if clip is not None:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
 
     @property
     def grad_sync(self) -> str:
@@ -121,7 +174,7 @@ class Loop:
         """One timed window; ``update=False`` leaves its gradients without stepping;
         ``on_reset()`` runs right after the reset (the memory pass reads held bytes there);
         ``stamps`` (a ``timeline.Stamps``) gets the host time of each phase boundary."""
-        clock, collector, loss_of = self.clock, self.collector, self.workload.loss
+        clock, collector, loss_of = self.clock, self.collector, self.loss
         marks: list = []
 
         def mark(label: str) -> None:
@@ -139,7 +192,7 @@ class Loop:
             on_reset()
         mark("reset")
         for i, batch in enumerate(micro_batches, 1):
-            loss = loss_of(batch, tokens, self.module)
+            loss = loss_of(batch, tokens)
             mark(f"forward {i}")
             if collector is None:
                 loss.backward()
@@ -149,11 +202,8 @@ class Loop:
         if collector is not None:
             collector.__exit__(None, None, None)
         mark("update")
-        if update and collector is None:
-            self.optimizer.step()
-            self.optimizer.zero_grad(set_to_none=True)
-        elif update:
-            collector.step(self.optimizer)
+        if update:
+            self.update()
         mark("end")
         clock.settle(marks[-1])
         seconds = [clock.seconds(a, b) for a, b in itertools.pairwise(marks)]
@@ -188,13 +238,33 @@ class PairedRunner:
     def __init__(self, workload, strategy: str, parallel=None, grad_sync: str = "last") -> None:
         self.workload, self.parallel, self.grad_sync = workload, parallel, grad_sync
         self.strategy = Loop(workload, workload.model, strategy, parallel, grad_sync)
+        self.label = strategy
         self.plain: Loop | None = None
+        self.other: Loop | None = None
 
     def add_plain(self) -> None:
         """The plain loop's replica, with the strategy replica's weights as they are now (after
         the gradient check's steps); no hooks, views or buffers of the strategy."""
         model = fresh_replica(self.workload.model, self.parallel)
         self.plain = Loop(self.workload, model, None, self.parallel, self.grad_sync)
+
+    def add_other(self, recipe: training.Recipe) -> None:
+        """The same strategy's loop with another recipe (``--compare-settings``), on a replica
+        with the strategy replica's weights as they are now (cast to its precision)."""
+        model = fresh_replica(self.workload.model, self.parallel)
+        self.other = Loop(
+            self.workload, model, self.label, self.parallel, self.grad_sync, recipe=recipe
+        )
+
+    def setting_pair(self, index: int, batches, tokens: float) -> tuple[float, float]:
+        """Pair ``index`` of the case's loop and the other recipe's, ABBA: (its window, the
+        other's) in seconds."""
+        assert self.other is not None, "add_other() first"
+        loops = [("mine", self.strategy), ("other", self.other)]
+        seconds = {}
+        for role, loop in loops if index % 2 == 0 else loops[::-1]:
+            seconds[role] = loop.window(batches, tokens)["window"]
+        return seconds["mine"], seconds["other"]
 
     def pair(self, index: int, batches, tokens: float) -> tuple[dict[str, float], dict, float]:
         """Pair ``index``: both windows, the strategy's first on even pairs (ABBA); and the CPU
@@ -226,6 +296,6 @@ class PairedRunner:
         return seconds[mine], seconds[other]
 
     def close(self) -> None:
-        self.strategy.close()
-        if self.plain is not None:
-            self.plain.close()
+        for loop in (self.strategy, self.plain, self.other):
+            if loop is not None:
+                loop.close()

@@ -10,8 +10,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from benches.training import Recipe
 from reports.rows import CASE_KEY as IDENTITY
-from reports.rows import SWEEP_IDENTITY
+from reports.rows import SWEEP_IDENTITY, label
 
 __all__ = ["IDENTITY", "OPTION", "SWEEP_IDENTITY", "CaseSpec"]
 # the option spelling of each setting, for messages
@@ -19,7 +20,12 @@ OPTION = {
     "workload": "--workload",
     "preset": "--preset",
     "device": "--device",
-    "dtype": "dtype",
+    "precision": "--precision",
+    "options": "--strategies NAME:OPTIONS",
+    "optimizer": "--optimizer",
+    "clip_norm": "--clip-norm",
+    "compile": "--compile",
+    "compare_settings": "--compare-settings",
     "world_size": "--world-size",
     "parallel": "--parallel",
     "mesh": "--mesh",
@@ -47,7 +53,12 @@ class CaseSpec:
     warmup: int = 2  # unmeasured pairs first
     threads: int = 1
     seed: int = 0
-    dtype: str = "float32"
+    options: str = ""  # the strategy's options, "k=v:k2=v2" (--strategies name:k=v:k2=v2)
+    precision: str = "fp32"  # fp32 | bf16-autocast | bf16 (benches/training.py)
+    optimizer: str = "adamw"  # adamw | adamw-fused | adamw-foreach | sgd
+    clip_norm: float | None = None  # the update clips the window's gradient to this norm
+    compile: bool = False  # torch.compile the model once per case (outside every window)
+    compare_settings: str = ""  # "SETTING=VALUE": that loop alternates with the case's, paired
     workload: str = "benches.workload:workload"  # MODULE:FACTORY (benches/protocol.py)
     memray: bool = False  # a flamegraph of the memory pass
     keep_captures: bool = False  # keep memray's capture file beside the flamegraph
@@ -60,9 +71,21 @@ class CaseSpec:
     git: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
+    def recipe(self) -> Recipe:
+        """The training loop's settings (checked: a bad one is a one-line ValueError)."""
+        return Recipe(self.precision, self.compile, self.optimizer, self.clip_norm)
+
+    @property
+    def label(self) -> str:
+        """The strategy with its options, ``name`` or ``name:k=v``: what a loop is built from."""
+        return label(self.strategy, self.options)
+
+    @property
     def case_id(self) -> str:
+        options = self.options.replace(":", "+").replace("=", "-")
         return (
-            f"{self.strategy}-k{self.accumulate}-n{self.live_tensors}-{self.preset}-"
+            f"{self.strategy}{f'+{options}' if options else ''}"
+            f"{f'-{self.precision}' if self.precision != 'fp32' else ''}-k{self.accumulate}-n{self.live_tensors}-{self.preset}-"
             f"{self.device}{f'-w{self.world_size}' if self.world_size > 1 else ''}"
             f"{f'-{self.parallel}-{self.grad_sync}' if self.parallel != 'none' else ''}"
             f"-r{self.round}"
@@ -70,3 +93,29 @@ class CaseSpec:
 
     def identity(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in IDENTITY}
+
+
+def parse_options(text: str) -> dict[str, Any]:
+    """``k=v:k2=v2`` -> {k: v, k2: v2}; values true/false/none, integers and floats are
+    converted, anything else stays a string. A ValueError names a malformed item."""
+    out: dict[str, Any] = {}
+    for item in filter(None, str(text).split(":")):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"strategy option {item!r} is not KEY=VALUE")
+        out[key.strip()] = _value(value.strip())
+    return out
+
+
+def _value(text: str) -> Any:
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if lowered == "none":
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text

@@ -31,7 +31,6 @@ import torch.nn.functional as F
 
 PAD, BOS, EOS = 0, 1, 2  # token ids 3..vocab_size-1 are content
 DEVICES = ("auto", "cpu", "cuda")
-DTYPES = ("float32", "bfloat16")
 
 
 @dataclass
@@ -194,7 +193,6 @@ class WorkloadConfig:
     min_len: int | None = None  # content tokens per sentence; None = the preset's default
     max_len: int | None = None
     device: str = "auto"  # auto = cuda when torch.cuda.is_available()
-    dtype: str = "float32"  # bfloat16 = autocast on CUDA; on CPU a ValueError (not measured)
     dropout: float | None = None  # None = the preset's default
     seed: int = 0
     threads: int | None = None  # torch.set_num_threads when given
@@ -251,11 +249,6 @@ class Workload:
         if self.device.type == "cuda" and self.device.index is None:
             # the current device (a rank's own after torch.cuda.set_device), never a guess of 0
             self.device = torch.device("cuda", torch.cuda.current_device())
-        if cfg.dtype == "bfloat16" and self.device.type != "cuda":
-            raise ValueError(
-                "invalid dtype 'bfloat16' on cpu (bfloat16 is autocast on CUDA only); "
-                "valid dtypes on cpu: float32"
-            )
         self.batch_size = cfg.batch_size if cfg.batch_size is not None else mcfg.batch_size
         self.min_len = cfg.min_len if cfg.min_len is not None else mcfg.min_seq_len
         self.max_len = cfg.max_len if cfg.max_len is not None else mcfg.max_seq_len
@@ -280,8 +273,6 @@ class Workload:
             )
         if str(cfg.device).startswith("cuda") and not torch.cuda.is_available():
             raise ValueError("device 'cuda' is not available here; valid devices: auto, cpu")
-        if cfg.dtype not in DTYPES:
-            raise ValueError(f"unknown dtype {cfg.dtype!r}; valid dtypes: {_choices(DTYPES)}")
         _check_int("accumulate", cfg.accumulate, 1)
         _check_int("live_tensors", cfg.live_tensors, 0)
         _check_int("ballast_size", cfg.ballast_size, 1)
@@ -371,18 +362,17 @@ class Workload:
         """
         if not window_tokens > 0:
             raise ValueError(f"invalid window_tokens {window_tokens!r}; valid: a number > 0")
-        autocast = self.config.dtype == "bfloat16"  # only reachable on CUDA (checked in init)
-        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=autocast):
-            if module is None:
-                module = self.model
-            logits = module(batch.src, batch.tgt_in, batch.src_pad_mask, batch.tgt_pad_mask)
-            total = F.cross_entropy(
-                logits.flatten(0, 1),  # (B*T, V)
-                batch.tgt_out.flatten(),  # (B*T,)
-                ignore_index=PAD,  # also drops the smoothing term at padding
-                label_smoothing=self.config.label_smoothing,
-                reduction="sum",
-            )
+        # precision is the engine's (benches/training.py): bf16 weights, or autocast around this
+        if module is None:
+            module = self.model
+        logits = module(batch.src, batch.tgt_in, batch.src_pad_mask, batch.tgt_pad_mask)
+        total = F.cross_entropy(
+            logits.flatten(0, 1),  # (B*T, V)
+            batch.tgt_out.flatten(),  # (B*T,)
+            ignore_index=PAD,  # also drops the smoothing term at padding
+            label_smoothing=self.config.label_smoothing,
+            reduction="sum",
+        )
         return total / window_tokens
 
     # --- accounting ---
@@ -438,7 +428,6 @@ def workload(settings) -> Workload:
         accumulate=settings.accumulate,
         live_tensors=settings.live_tensors,
         device=settings.device,
-        dtype=settings.dtype,
         dropout=0.0 if settings.deterministic else None,
         seed=settings.seed,
         threads=settings.threads,

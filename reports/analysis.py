@@ -423,6 +423,12 @@ def cost_table(entries: list[dict[str, Any]], k: int) -> list[dict[str, Any]]:
     return out
 
 
+def main_precision(entries) -> str:
+    """The precision the report's tables show: fp32 if swept, else the first swept."""
+    precisions = [e.get("precision", "fp32") for e in entries]
+    return "fp32" if "fp32" in precisions or not precisions else precisions[0]
+
+
 def main_flavour(entries) -> str:
     """The grad_sync flavour the report's tables show: last if swept, else the first."""
     flavours = sorted({e["grad_sync"] for e in entries})
@@ -480,7 +486,9 @@ def report(directory: str | Path) -> dict[str, Any]:
     # strategies are compared within one grad_sync flavour: the tables show the main one ("last",
     # what DDP's no_sync does), the flavour section every one (verdicts.json holds them all)
     flavour = main_flavour(every_case.values())
-    cases = {key: e for key, e in every_case.items() if e["grad_sync"] == flavour}
+    precision = main_precision(every_case.values())
+    main = {"grad_sync": flavour, "precision": precision}
+    cases = {key: e for key, e in every_case.items() if verdicts.case_fields(e) == main}
     entries = list(cases.values())
     ok_rows = [r for r in rows if r.get("status") == "ok"]
     first = ok_rows[0] if ok_rows else (rows[0] if rows else {})
@@ -490,9 +498,7 @@ def report(directory: str | Path) -> dict[str, Any]:
     judged_all = verdicts.verdicts(list(every_case.values()), min_effect_of(run))
     judged = {
         **judged_all,
-        "comparisons": [
-            c for c in judged_all["comparisons"] if c["case"].get("grad_sync") == flavour
-        ],
+        "comparisons": [c for c in judged_all["comparisons"] if c["case"] == main],
     }
     result: dict[str, Any] = {
         "directory": directory,
@@ -512,6 +518,8 @@ def report(directory: str | Path) -> dict[str, Any]:
         "verdicts": judged,  # the main flavour's comparisons: what the tables show
         "verdicts_json": judged_all,  # every flavour's: verdicts.json
         "grad_sync": flavour,
+        "precision": precision,
+        "precisions": sorted({e["precision"] for e in every_case.values()}),
         "parallel": first.get("parallel", "none"),
         "flavours": flavour_table(list(every_case.values()), judged_all),
         "cases": case_table(entries, judged),

@@ -32,7 +32,10 @@ def _side(directory: Path) -> dict[str, Any]:
     cases: dict[tuple, dict[str, Any]] = {}
     failed = []
     for entry in pooled(rows).values():
-        key = (entry["strategy"], entry["accumulate"], entry["live_tensors"], entry["grad_sync"])
+        # a precision other than fp32 is part of the strategy's name here (another case)
+        precision = entry.get("precision", "fp32")
+        name = entry["strategy"] + ("" if precision == "fp32" else f" @{precision}")
+        key = (name, entry["accumulate"], entry["live_tensors"], entry["grad_sync"])
         # one run normally holds one setting of each; keep the first if it holds more
         if entry.get("rows"):
             cases.setdefault(key, entry)

@@ -18,7 +18,6 @@ SWEEP_IDENTITY = (
     "workload",
     "preset",
     "device",
-    "dtype",
     "world_size",
     "parallel",
     "mesh",
@@ -26,15 +25,35 @@ SWEEP_IDENTITY = (
     "warmup",
     "threads",
     "seed",
+    "optimizer",
+    "clip_norm",
+    "compile",
+    "compare_settings",
 )
-CASE_KEY = ("strategy", "accumulate", "live_tensors", "grad_sync", *SWEEP_IDENTITY)
+# swept per case: the strategy with its options, K, N, the grad_sync flavour, the precision
+CASE_KEY = (
+    "strategy",
+    "options",
+    "accumulate",
+    "live_tensors",
+    "grad_sync",
+    "precision",
+    *SWEEP_IDENTITY,
+)
 # what a row written before a setting existed ran with
 DEFAULTS = {
     "parallel": "none",
     "grad_sync": "last",
     "mesh": "",
     "workload": "benches.workload:workload",
+    "options": "",
+    "optimizer": "adamw",
+    "clip_norm": None,
+    "compile": False,
+    "compare_settings": "",
 }
+# before ``precision`` a row had ``dtype``: bfloat16 was autocast (on CUDA only)
+DTYPE_PRECISION = {"float32": "fp32", "bfloat16": "bf16-autocast"}
 SCHEMA_VERSION = 2  # 2: paired overhead per row, held/peak memory, no baseline case
 
 
@@ -81,7 +100,14 @@ def setting(row: dict[str, Any], key: str) -> Any:
         return row[key]
     if key == "parallel" and (row.get("world_size") or 1) > 1:
         return "ddp"
+    if key == "precision":
+        return DTYPE_PRECISION.get(row.get("dtype", "float32"), row.get("dtype"))
     return DEFAULTS.get(key)
+
+
+def label(strategy: str, options: str) -> str:
+    """``name`` or ``name:k=v:k2=v2``: how reports and verdicts.json name a strategy case."""
+    return f"{strategy}:{options}" if options else strategy
 
 
 def pooled(rows: list[dict[str, Any]]) -> dict[tuple, dict[str, Any]]:
@@ -94,6 +120,9 @@ def pooled(rows: list[dict[str, Any]]) -> dict[tuple, dict[str, Any]]:
         ok = [r for r in group if r.get("status") == "ok"]
         entry: dict[str, Any] = {
             **dict(zip(CASE_KEY, key, strict=True)),
+            # the report's name of the case's strategy: a strategy with options is another one
+            "strategy": label(key[0], key[1]),
+            "name": key[0],
             "rounds": len(ok),
             "failed": [r for r in group if r.get("status") != "ok"],
             "rows": ok,

@@ -253,7 +253,10 @@ def comparison(
 def case_fields(entry: dict[str, Any]) -> dict[str, Any]:
     """The case's swept settings other than strategy, K and N: strategies are compared only
     with the same ones (a later axis lands here)."""
-    return {"grad_sync": entry.get("grad_sync", "last")}
+    return {
+        "grad_sync": entry.get("grad_sync", "last"),
+        "precision": entry.get("precision", "fp32"),
+    }
 
 
 def verdicts(entries: list[dict[str, Any]], min_effect: float) -> dict[str, Any]:

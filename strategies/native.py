@@ -20,7 +20,9 @@ class NativeStrategy(Strategy):
     name = "native"
 
     def __init__(self, set_to_none: bool = True) -> None:
-        self.set_to_none = bool(set_to_none)
+        if not isinstance(set_to_none, bool):
+            raise ValueError(f"set_to_none {set_to_none!r} is not a bool; valid: true, false")
+        self.set_to_none = set_to_none
 
     def attach(self, collector) -> None:
         # Module.zero_grad is the native call, but only when it touches nothing but the target

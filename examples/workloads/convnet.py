@@ -81,7 +81,9 @@ class ConvWorkload:
         return sum(len(b.labels) for b in batches)
 
     def loss(self, batch: Images, normaliser: float, module: nn.Module) -> torch.Tensor:
-        logits = module(batch.images)
+        # the images in the weights' dtype: the engine casts the model to bf16 for precision bf16
+        dtype = next(module.parameters()).dtype
+        logits = module(batch.images.to(dtype))
         return F.cross_entropy(logits, batch.labels, reduction="sum") / normaliser
 
 

@@ -61,12 +61,9 @@ class GPT2Workload:
         return sum(ids.shape[0] * (ids.shape[1] - 1) for ids in batches)  # predicted tokens
 
     def loss(self, ids: torch.Tensor, normaliser: float, module: nn.Module) -> torch.Tensor:
-        autocast = self.settings.dtype == "bfloat16" and self.device.type == "cuda"
-        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=autocast):
-            logits = module(input_ids=ids).logits
-            total = F.cross_entropy(
-                logits[:, :-1].flatten(0, 1), ids[:, 1:].flatten(), reduction="sum"
-            )
+        # the engine applies settings.precision (bf16 weights, or autocast around this call)
+        logits = module(input_ids=ids).logits
+        total = F.cross_entropy(logits[:, :-1].flatten(0, 1), ids[:, 1:].flatten(), reduction="sum")
         return total / normaliser
 
     def tokens_per_window(self) -> int:

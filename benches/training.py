@@ -1,0 +1,164 @@
+"""The training loop's settings, and the one place each of them is applied.
+
+A case runs the loop people run today: a precision (``fp32``; ``bf16-autocast``: fp32 weights
+and gradients, the forward under ``torch.autocast``; ``bf16``: bf16 weights, so ``.grad`` is bf16
+and the window's sum lives in bf16 unless the strategy keeps its own), optionally a compiled
+model, an optimizer and gradient clipping. Every loop of a case (the strategy's, the plain one,
+the memory pass's) gets them from here, so both sides of a pair run the same loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+from typing import Any
+
+import torch
+
+PRECISIONS = ("fp32", "bf16-autocast", "bf16")
+OPTIMIZERS = ("adamw", "adamw-fused", "adamw-foreach", "sgd")
+#: settings ``--compare-settings`` can alternate with the case's own in one process
+COMPARABLE = ("precision", "compile", "optimizer", "clip_norm")
+LR = 1e-4
+#: the unit roundoff of a gradient's dtype (half the distance from 1 to the next number)
+UNIT_ROUNDOFF = {torch.float32: 2.0**-24, torch.bfloat16: 2.0**-8, torch.float64: 2.0**-53}
+#: bf16 dense peak FLOP/s by GPU name (the vendors' data sheets), for MFU
+PEAK_BF16_FLOPS = {
+    "H200": 989.4e12,
+    "H100": 989.4e12,
+    "A100": 312e12,
+    "L40S": 362e12,
+    "L4": 121e12,
+    "A10": 125e12,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Recipe:
+    """How a loop trains: what the case's row records, and its identity."""
+
+    precision: str = "fp32"
+    compile: bool = False
+    optimizer: str = "adamw"
+    clip_norm: float | None = None
+
+    def __post_init__(self) -> None:
+        check(self)
+
+    def replace(self, setting: str, value: Any) -> Recipe:
+        return dataclasses.replace(self, **{setting: value})
+
+
+def check(loop: Recipe) -> None:
+    """A ValueError naming the bad value and the valid ones."""
+    if loop.precision not in PRECISIONS:
+        raise ValueError(f"unknown precision {loop.precision!r}; valid: {', '.join(PRECISIONS)}")
+    if loop.optimizer not in OPTIMIZERS:
+        raise ValueError(f"unknown optimizer {loop.optimizer!r}; valid: {', '.join(OPTIMIZERS)}")
+    if loop.clip_norm is not None and not (
+        isinstance(loop.clip_norm, int | float) and loop.clip_norm > 0
+    ):
+        raise ValueError(f"invalid clip norm {loop.clip_norm!r}; valid: a number > 0, or none")
+    if not isinstance(loop.compile, bool):
+        raise ValueError(f"invalid compile {loop.compile!r}; valid: true, false")
+
+
+def parse_setting(text: str) -> tuple[str, Any]:
+    """``SETTING=VALUE`` of ``--compare-settings`` -> (setting, value), checked; a ValueError
+    names the bad part and the valid ones."""
+    setting, sep, value = str(text).partition("=")
+    setting, value = setting.strip().replace("-", "_"), value.strip()
+    if not sep or setting not in COMPARABLE:
+        raise ValueError(
+            f"--compare-settings {text!r} is not SETTING=VALUE with SETTING one of "
+            f"{', '.join(COMPARABLE)} (e.g. compile=false, precision=fp32)"
+        )
+    if setting == "compile":
+        if value.lower() not in ("true", "false"):
+            raise ValueError(f"--compare-settings {text!r}: valid values: true, false")
+        return setting, value.lower() == "true"
+    if setting == "clip_norm":
+        if value.lower() == "none":
+            return setting, None
+        try:
+            number = float(value)
+        except ValueError:
+            number = -1.0
+        if not number > 0:
+            raise ValueError(f"--compare-settings {text!r}: valid values: a number > 0, none")
+        return setting, number
+    valid = PRECISIONS if setting == "precision" else OPTIMIZERS
+    if value not in valid:
+        raise ValueError(f"--compare-settings {text!r}: valid values: {', '.join(valid)}")
+    return setting, value
+
+
+def parameter_dtype(precision: str) -> torch.dtype:
+    """The dtype of the weights (and so of ``.grad``) at a precision."""
+    return torch.bfloat16 if precision == "bf16" else torch.float32
+
+
+def to_precision(model: torch.nn.Module, precision: str) -> torch.nn.Module:
+    """The model's floating-point weights and buffers in the precision's dtype, in place."""
+    dtype = parameter_dtype(precision)
+    if any(p.is_floating_point() and p.dtype != dtype for p in model.parameters()):
+        model.to(dtype)
+    return model
+
+
+def autocast(precision: str, device: torch.device) -> contextlib.AbstractContextManager:
+    """The forward's context: autocast to bf16 for ``bf16-autocast``, nothing otherwise."""
+    if precision == "bf16-autocast":
+        return torch.autocast(device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def optimizer(name: str, params) -> torch.optim.Optimizer:
+    """The case's optimizer over ``params`` (lr 1e-4; AdamW's other defaults are torch's)."""
+    params = list(params)
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=LR)
+    if name == "adamw-fused":
+        return torch.optim.AdamW(params, lr=LR, fused=True)
+    if name == "adamw-foreach":
+        return torch.optim.AdamW(params, lr=LR, foreach=True)
+    return torch.optim.AdamW(params, lr=LR)  # torch picks: foreach on CUDA, a loop on CPU
+
+
+def compiled(module: torch.nn.Module) -> torch.nn.Module:
+    """``torch.compile(module)``; compiling happens at its first call (see ``warm``)."""
+    return torch.compile(module)
+
+
+def warm(loss_of, batch, params) -> float:
+    """Seconds of one forward and backward that compiles a module (the graphs of forward and
+    backward), outside any window: ``torch.autograd.grad`` leaves ``.grad`` untouched."""
+    start = time.perf_counter()
+    loss = loss_of(batch)
+    torch.autograd.grad(loss, [p for p in params if p.requires_grad], allow_unused=True)
+    return time.perf_counter() - start
+
+
+def grad_tolerance(precision: str, accumulate: int) -> float:
+    """The gradient check's largest allowed max relative difference from the float64 sum of the
+    window's micro-batch gradients: the rounding of K - 1 additions in the gradient's dtype
+    (bounded by 8 K u, u its unit roundoff), at least 1e-5, at most 0.25.
+
+    bf16 accumulation then shows in ``accumulation_error``, not as a failed case, while a reset
+    that does nothing (the next window holds two windows' gradients: a relative difference near
+    1) still fails: the cap is far below it.
+    """
+    u = UNIT_ROUNDOFF[parameter_dtype(precision)]
+    return min(0.25, max(1e-5, 8 * accumulate * u))
+
+
+def peak_flops(device: torch.device, precision: str) -> float | None:
+    """The GPU's bf16 dense peak (None on CPU, for fp32, or for a GPU not in the table)."""
+    if device.type != "cuda" or precision == "fp32":
+        return None
+    name = torch.cuda.get_device_name(device)
+    for key, flops in PEAK_BF16_FLOPS.items():
+        if key in name:
+            return flops
+    return None
