@@ -31,7 +31,7 @@ from benches.protocol import Bound as Workload
 
 # Every strategy the suite knows, written out: asv parameters must not depend on the installed
 # version (numpy's rule), or results of different commits would not line up.
-STRATEGIES = ["global", "block", "native", "lazy", "foreach", "flat"]
+STRATEGIES = ["global", "block", "native", "lazy", "foreach", "flat", "main_grad"]
 PRESET = os.environ.get("ZEROGRAD_ASV_PRESET", "tiny")
 # importable in asv's environments: benches/ and the linked reports/ and examples/ (asv.conf.json)
 WORKLOAD = os.environ.get("ZEROGRAD_ASV_WORKLOAD", protocol.DEFAULT)
@@ -54,12 +54,15 @@ def require_cuda() -> None:
         raise NotImplementedError("needs a CUDA GPU")
 
 
-def workload(accumulate: int = 1, live_tensors: int = 0, device: str = "cpu") -> Workload:
+def workload(
+    accumulate: int = 1, live_tensors: int = 0, device: str = "cpu", precision: str = "fp32"
+) -> Workload:
     """The seeded workload: each window gets its own model, so collectors never share one."""
     return protocol.build(
         WORKLOAD,
         protocol.Settings(
             device=device,
+            precision=precision,
             seed=SEED,
             accumulate=accumulate,
             live_tensors=live_tensors,

@@ -28,13 +28,15 @@ from benches.asv_common import (
 
 
 class StrategyWindow(TimeWindowMixin):
-    """A whole window (reset, K forward+backward, finish, step) over accumulation steps K."""
+    """A whole window (reset, K forward+backward, finish, step) over accumulation steps K and
+    precision (fp32; bf16: bf16 weights and .grad; the precision parameter started a new
+    series of this benchmark)."""
 
-    params: ClassVar[list] = [STRATEGIES, [1, 4]]
-    param_names: ClassVar[list] = ["strategy", "accumulate"]
+    params: ClassVar[list] = [STRATEGIES, [1, 4], ["fp32", "bf16"]]
+    param_names: ClassVar[list] = ["strategy", "accumulate", "precision"]
 
-    def options(self, accumulate: int) -> dict:
-        return {"accumulate": accumulate}
+    def options(self, accumulate: int, precision: str) -> dict:
+        return {"accumulate": accumulate, "precision": precision}
 
 
 class StrategyOverhead(PairedOverheadMixin):

@@ -40,20 +40,24 @@ def reference_grads(
     model: torch.nn.Module | None = None,
     module: torch.nn.Module | None = None,
     precision: str | None = None,
+    sum_dtype: torch.dtype | None = torch.float64,
 ) -> dict[str, torch.Tensor]:
     """The window's gradient without any strategy: autograd.grad per micro-batch (through
-    ``module``, default the model, at the precision, default the case's), summed in float64."""
+    ``module``, default the model, at the precision, default the case's), summed in float64
+    (``sum_dtype=None``: in the gradients' own dtype, the additions autograd makes)."""
     model = model if model is not None else workload.model
     module = module if module is not None else model
     names, params = zip(*model.named_parameters(), strict=True)
     total: list[torch.Tensor | None] = [None] * len(params)
     for batch in batches:
-        loss = workload.loss(batch, tokens, module, precision)
+        # a bare workload (tests) has no precision to apply
+        extra = () if precision is None else (precision,)
+        loss = workload.loss(batch, tokens, module, *extra)
         grads = torch.autograd.grad(loss, params, allow_unused=True)
         for i, g in enumerate(grads):
             if g is not None:
-                g = g.to(torch.float64)
-                total[i] = g if total[i] is None else total[i].add_(g)
+                g = g if sum_dtype is None else g.to(sum_dtype)
+                total[i] = g if total[i] is None else total[i] + g
     return {n: t for n, t in zip(names, total, strict=True) if t is not None}
 
 

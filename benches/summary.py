@@ -24,7 +24,13 @@ def print_summary(directory: Path, console: Console | None = None) -> None:
     console = console or Console(width=None if sys.stdout.isatty() else 140)
     report = analysis.report(directory)
     judged = report["verdicts"]
-    table = Table(title=f"paired overhead per case ({directory.name})", title_justify="left")
+    title = f"paired overhead per case ({directory.name})"
+    if len(report["precisions"]) > 1:
+        title = (
+            f"paired overhead per case ({directory.name}; precision {report['precision']}: "
+            "verdicts.json holds every precision)"
+        )
+    table = Table(title=title, title_justify="left")
     columns = ["strategy", "K", "live", "window ms", "x plain loop (CI)", "vs native"]
     columns += ["held MiB", "peak MiB", "grad diff", "status"]
     for column in columns:
@@ -58,6 +64,8 @@ def print_summary(directory: Path, console: Console | None = None) -> None:
     console.print(table)
     if report["flavours"]:
         console.print(flavour_table(report))
+    if report["settings"]:
+        console.print(settings_table(report))
     floors = ", ".join(
         f"K={f['k']} N={f['n']:,}: {f['floor']:.1%}" if f["floor"] is not None else "unmeasured"
         for f in judged["noise_floor"]
@@ -108,4 +116,39 @@ def flavour_table(report: dict) -> Table:
             _mib(line.get("held_bytes")),
             _mib(line.get("peak_bytes")),
         )
+    return table
+
+
+def settings_table(report: dict) -> Table:
+    """--compare-settings: each case's loop against the same strategy's loop with the other
+    setting (every precision), its paired ratio and verdict (verdicts.json's ``settings``)."""
+    table = Table(
+        title=f"settings compared (--compare-settings {report['recipe']['compare_settings']}; "
+        "a / b window, paired in each process)",
+        title_justify="left",
+    )
+    compiled = any(line["compile_s"] is not None for line in report["settings"])
+    setting = report["settings"][0]["setting"]
+    columns = ["strategy", "precision", "K", "live", f"{setting}: a vs b", "a / b (CI)"]
+    columns += ["verdict"]
+    columns += ["compile s"] if compiled else []
+    for column in columns:
+        table.add_column(
+            column,
+            justify="right" if column in ("K", "live", "a / b (CI)", "compile s") else "left",
+        )
+    for line in report["settings"]:
+        c = line["comparison"]
+        ratio = "-"
+        if c.get("ratio") is not None:
+            ratio = f"{c['ratio']:.3f}"
+            if c.get("ci_low") is not None:
+                bounds = "" if c.get("confidence") else "bounds "
+                ratio += f" ({bounds}{c['ci_low']:.3f}-{c['ci_high']:.3f})"
+        verdict = c["verdict"] + (" [yellow]noisy[/yellow]" if c.get("noisy") else "")
+        cells = [line["strategy"], line["precision"], str(line["k"]), f"{line['n']:,}"]
+        cells += [f"{line['a_value']} vs {line['b_value']}", ratio, verdict]
+        if compiled:
+            cells.append("-" if line["compile_s"] is None else f"{line['compile_s']:.2f}")
+        table.add_row(*cells)
     return table

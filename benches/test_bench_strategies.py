@@ -20,8 +20,8 @@ import pytest
 import torch
 
 import strategies
-from benches import protocol
-from benches.gradients import reference_grads
+from benches import protocol, training
+from benches.gradients import grad_check, reference_grads
 from benches.protocol import Bound as Workload
 
 PRESET = os.environ.get("ZEROGRAD_BENCH_PRESET", "tiny")
@@ -43,11 +43,12 @@ def build():
     """Build a workload + collector for one benchmark; free both afterwards."""
     made = []
 
-    def make(strategy: str, accumulate: int = 1, live_tensors: int = 0):
+    def make(strategy: str, accumulate: int = 1, live_tensors: int = 0, precision: str = "fp32"):
         workload = protocol.build(
             WORKLOAD,
             protocol.Settings(
                 device=DEVICE,
+                precision=precision,
                 seed=0,
                 accumulate=accumulate,
                 live_tensors=live_tensors,
@@ -56,7 +57,7 @@ def build():
             ),
         )
         collector = strategies.GradientCollector(workload.model, strategy=strategy)
-        optimizer = torch.optim.AdamW(workload.model.parameters(), lr=1e-4)
+        optimizer = training.optimizer("adamw", workload.model.parameters())
         made.append((workload, collector, optimizer))
         return workload, collector, optimizer
 
@@ -96,11 +97,12 @@ def _extra(benchmark, workload: Workload, strategy: str, **more) -> None:
 
 
 @pytest.mark.benchmark(group="window")
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
 @pytest.mark.parametrize("accumulate", [1, 4])
 @pytest.mark.parametrize("strategy", strategies.available())
-def test_window(benchmark, build, strategy, accumulate):
-    """reset + K forward/backward + update: one whole window."""
-    workload, collector, optimizer = build(strategy, accumulate=accumulate)
+def test_window(benchmark, build, strategy, accumulate, precision):
+    """reset + K forward/backward + update: one whole window (bf16: bf16 weights and .grad)."""
+    workload, collector, optimizer = build(strategy, accumulate=accumulate, precision=precision)
     batches = workload.batches(0)
     tokens = workload.window_tokens(batches)
 
@@ -111,15 +113,24 @@ def test_window(benchmark, build, strategy, accumulate):
         collector.step(optimizer)
         _sync()
 
-    _extra(benchmark, workload, strategy, accumulate=accumulate)
-    benchmark.group = f"window K={accumulate}"
+    _extra(benchmark, workload, strategy, accumulate=accumulate, precision=precision)
+    benchmark.group = f"window K={accumulate} {precision}"
     benchmark.pedantic(window, rounds=ROUNDS, warmup_rounds=2)
 
     # one more window, no update: its gradient is the reference at the current weights
     with collector:
         for batch in batches:
             collector.backward(workload.loss(batch, tokens))
-    _assert_grads(workload, reference_grads(workload, batches, tokens))
+    if precision == "fp32":
+        _assert_grads(workload, reference_grads(workload, batches, tokens, sum_dtype=None))
+    else:  # where the sum lives differs by strategy: the sweep's tolerance for bf16 and K
+        got = {n: p.grad for n, p in workload.model.named_parameters()}
+        check = grad_check(
+            got,
+            reference_grads(workload, batches, tokens),
+            training.grad_tolerance(precision, accumulate),
+        )
+        assert check["ok"], check
 
 
 @pytest.mark.benchmark(group="reset")
@@ -149,4 +160,4 @@ def test_reset(benchmark, build, strategy, live_tensors):
     # the last timed reset followed a fill: one more fill must give one micro-batch's gradient,
     # not two (a reset that does nothing leaves the earlier fill's gradient to add to)
     fill()
-    _assert_grads(workload, reference_grads(workload, [batch], tokens))
+    _assert_grads(workload, reference_grads(workload, [batch], tokens, sum_dtype=None))

@@ -306,16 +306,28 @@ def verdicts(entries: list[dict[str, Any]], min_effect: float) -> dict[str, Any]
         ],
         "comparisons": comparisons,
         "grad_sync": flavour_verdicts(ok, floors, min_effect),
+        # --compare-settings: each case's recipe against the other, paired in its process
+        "settings": flavour_verdicts(ok, floors, min_effect, "settings"),
     }
 
 
-def flavour_ratio(entry: dict[str, Any]) -> dict[str, Any] | None:
-    """A case's flavour over ``every`` on the strategy's own model, paired per window in each
-    process (``flavour_window`` / ``reference_flavour_window``), pooled over its processes."""
+# paired samples of a case's own loop against another loop of the same strategy in one process:
+# (row field, this side's samples, the other side's, what verdicts.json names the other side)
+AGAINST = {
+    "grad_sync": ("flavour_window", "reference_flavour_window"),
+    "settings": ("setting_window", "other_setting_window"),
+}
+
+
+def flavour_ratio(entry: dict[str, Any], kind: str = "grad_sync") -> dict[str, Any] | None:
+    """A case's loop over another loop of the same strategy, paired per window in each process
+    (``grad_sync``: its flavour over ``every``; ``settings``: its recipe over the
+    ``--compare-settings`` one), pooled over its processes."""
+    mine, other = AGAINST[kind]
     groups = [
-        stats.log_ratios(r["samples"]["flavour_window"], r["samples"]["reference_flavour_window"])
+        stats.log_ratios(r["samples"][mine], r["samples"][other])
         for r in entry.get("rows", [])
-        if r.get("samples", {}).get("flavour_window")
+        if r.get("samples", {}).get(mine)
     ]
     if not groups:
         return None
@@ -323,23 +335,35 @@ def flavour_ratio(entry: dict[str, Any]) -> dict[str, Any] | None:
     return stats.paired(groups, seed=seed)
 
 
-def flavour_verdicts(entries, floors, min_effect: float) -> list[dict[str, Any]]:
-    """Under FSDP2/HSDP: each case's flavour against ``every``, with its verdict word (the rule
-    and noise floor of strategy comparisons at that K, N)."""
+def flavour_verdicts(
+    entries, floors, min_effect: float, kind: str = "grad_sync"
+) -> list[dict[str, Any]]:
+    """Each case's loop against its other loop (``grad_sync``: under FSDP2/HSDP, its flavour
+    against ``every``; ``settings``: its recipe against ``--compare-settings``), with its verdict
+    word (the rule and noise floor of strategy comparisons at that K, N)."""
     out = []
     for e in sorted(entries, key=lambda e: (e["accumulate"], e["live_tensors"], e["strategy"])):
-        result = flavour_ratio(e)
+        result = flavour_ratio(e, kind)
         if result is None:
             continue
         floor = floors[(e["accumulate"], e["live_tensors"])]["floor"]
         low, high = result["ci_low"], result["ci_high"]
+        if kind == "grad_sync":
+            sides = {"a": e["grad_sync"], "b": "every"}
+        else:
+            vs = e["rows"][0].get("settings_vs") or {}
+            setting = vs.get("setting")
+            sides = {
+                "a": f"{setting}={_spell(vs.get('mine'))}",
+                "b": f"{setting}={_spell(vs.get('other'))}",
+                "case": case_fields(e),
+            }
         out.append(
             {
                 "strategy": e["strategy"],
                 "k": e["accumulate"],
                 "n": e["live_tensors"],
-                "a": e["grad_sync"],
-                "b": "every",
+                **sides,
                 "metric": "window",
                 **{key: result.get(key) for key in ("ratio", "ci_low", "ci_high", "confidence")},
                 "method": result.get("method"),
@@ -349,6 +373,12 @@ def flavour_verdicts(entries, floors, min_effect: float) -> list[dict[str, Any]]
             }
         )
     return out
+
+
+def _spell(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    return "none" if value is None else str(value)
 
 
 def lookup(

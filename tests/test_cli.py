@@ -84,6 +84,18 @@ def sweep(*args: str, plugin_dir: Path | None = None, **kwargs) -> subprocess.Co
         (["--parallel", "hsdp", "--world-size", "4", "--mesh", "two"], "'two'"),
         (["--parallel", "hsdp", "--world-size", "3"], "--world-size 3"),
         (["--parallel", "fsdp2", "--world-size", "2", "--mesh", "1x2"], "'1x2'"),
+        (["--precision", "fp16"], "'fp16'"),
+        (["--precision", "fp32,bf17"], "'bf17'"),
+        (["--optimizer", "adam"], "'adam'"),
+        (["--clip-norm", "0"], "'0'"),
+        (["--clip-norm", "big"], "'big'"),
+        (["--compare-settings", "dropout=0.1"], "'dropout=0.1'"),
+        (["--compare-settings", "compile=maybe"], "'compile=maybe'"),
+        (["--compare-settings", "precision=fp8"], "'precision=fp8'"),
+        (["--compare-settings", "clip_norm=-1"], "'clip_norm=-1'"),
+        (["--strategies", "native:set_to_none=banana"], "'banana'"),
+        (["--strategies", "native:zero=1"], "'zero'"),
+        (["--strategies", "lazy:x"], "'x'"),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(argv, named, capsys, tmp_path):
@@ -254,11 +266,14 @@ def test_a_case_that_times_out(plugin_dir, tmp_path):
 
 
 def test_a_reset_that_does_nothing_fails_the_gradient_check(plugin_dir, tmp_path):
+    # in bf16 at K=8 too, where the tolerance (derived from precision and K) is the largest
     out = tmp_path / "run"
     done = sweep(
         *QUICK,
         "--accumulate",
-        "2",
+        "8",
+        "--precision",
+        "fp32,bf16",
         "--strategies",
         "noop",
         "--plugin",
@@ -268,8 +283,10 @@ def test_a_reset_that_does_nothing_fails_the_gradient_check(plugin_dir, tmp_path
         plugin_dir=plugin_dir,
     )
     assert done.returncode == 1
-    (row,) = read(out)
-    assert row["status"] == "failed" and "gradient check failed" in row["error"], row["error"]
+    rows = read(out)
+    assert sorted(r["precision"] for r in rows) == ["bf16", "fp32"]
+    for row in rows:
+        assert row["status"] == "failed" and "gradient check failed" in row["error"], row["error"]
 
 
 def test_resume_runs_only_what_is_missing(tmp_path):
@@ -451,3 +468,46 @@ def test_ddp_with_one_rank_wraps_the_model_in_ddp(tmp_path):
     assert row["status"] == "ok" and (row["parallel"], row["world_size"]) == ("ddp", 1)
     assert row["allreduce_per_window"] >= 1 and row["grad_sync"] == "last"
     assert "-ddp-last-" in row["case_id"]
+
+
+def test_recipe_options_and_settings_compared_are_recorded_and_judged(tmp_path):
+    from benches import training
+    from reports import verdicts
+
+    out = tmp_path / "run"
+    done = sweep(
+        *QUICK,
+        "--strategies",
+        "native,native:set_to_none=false",
+        "--precision",
+        "bf16",
+        "--optimizer",
+        "sgd",
+        "--clip-norm",
+        "0.5",
+        "--compare-settings",
+        "precision=fp32",
+        "--out",
+        str(out),
+    )
+    assert done.returncode == 0, done.stderr
+    rows = read(out)
+    assert sorted(r["options"] for r in rows) == ["", "set_to_none=false"]
+    assert {r["strategy"] for r in rows} == {"native"}
+    assert len({r["case_id"] for r in rows}) == 2
+    for row in rows:
+        assert row["status"] == "ok", row["error"]
+        assert (row["precision"], row["optimizer"], row["clip_norm"]) == ("bf16", "sgd", 0.5)
+        assert row["grad_check"]["tolerance"] == training.grad_tolerance("bf16", 1)
+        assert set(row["accumulation_error"]) == {"max_rel", "norm_rel"}
+        assert row["total_error"]["norm_rel"] > 0  # bf16 against a float64 model
+        vs = row["settings_vs"]
+        assert (vs["setting"], vs["mine"], vs["other"]) == ("precision", "bf16", "fp32")
+        assert vs["ratio"] > 0
+    judged = json.loads((out / "verdicts.json").read_text())
+    assert len(judged["settings"]) == 2
+    assert {s["a"] for s in judged["settings"]} == {"precision=bf16"}
+    assert {s["verdict"] for s in judged["settings"]} <= set(verdicts.FLIP)
+    (c,) = {(c["a"], c["b"]) for c in judged["comparisons"]}
+    assert set(c) == {"native", "native:set_to_none=false"}
+    assert judged["comparisons"][0]["case"]["precision"] == "bf16"
