@@ -312,6 +312,7 @@ def setting_ratio(samples: dict[str, list], spec: CaseSpec) -> dict[str, Any] | 
     pairs = stats.log_ratios(samples["setting_window"], samples["other_setting_window"])
     return {
         **stats.public(stats.paired([pairs], seed=spec.round)),
+        "estimate": "the case's window / the same strategy's window with the other setting",
         "setting": setting,
         "mine": getattr(spec.recipe, setting),
         "other": value,
@@ -471,8 +472,7 @@ def by_hand(argv: list[str]) -> int:
         if args.compare_settings:
             training.parse_setting(args.compare_settings)
         name, _, options = args.strategy.partition(":")
-        CaseSpec(strategy=name, preset="", device="", accumulate=1, live_tensors=0,
-                 clip_norm=args.clip_norm).recipe  # fmt: skip
+        training.Recipe(args.precision, args.compile, args.optimizer, args.clip_norm)
     except ValueError as err:
         parser.error(str(err))
     spec = CaseSpec(

@@ -37,7 +37,8 @@ __all__ = ["CONTROL_PROCESSES", "build_parser", "cases", "main", "resolve"]
 
 # -- the cases ------------------------------------------------------------------------------------
 def cases(sweep: Sweep, run_id: str, git: dict[str, Any]) -> list[CaseSpec]:
-    """Every (strategy, K, N, flavour, precision, round), the order rotating from group to group and round to round.
+    """Every (strategy, K, N, flavour, precision, round), the order rotating from group to group
+    and round to round.
 
     With one round, the control strategy runs in ``CONTROL_PROCESSES`` processes at every (K, N)
     (rounds 1, 2, ... marked ``control``): the spread between its processes is the

@@ -19,12 +19,9 @@ over all parameters concatenated):
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import torch
-
-from benches import training
 
 CHECK_WINDOWS = 3
 
@@ -63,10 +60,9 @@ def reference_grads(
 
 def float64_grads(workload, batches, tokens: float, model: torch.nn.Module) -> dict:
     """The window's gradient of a float64 copy of ``model`` on the same data (no autocast)."""
-    copied = copy.deepcopy(model)
-    for p in copied.parameters():
-        p.grad = None
-    copied.to(torch.float64)
+    from benches.runner import replica
+
+    copied = replica(model).to(torch.float64)
     try:
         return reference_grads(workload, batches, tokens, copied, precision="fp32")
     finally:

@@ -85,7 +85,8 @@ class CaseSpec:
         options = self.options.replace(":", "+").replace("=", "-")
         return (
             f"{self.strategy}{f'+{options}' if options else ''}"
-            f"{f'-{self.precision}' if self.precision != 'fp32' else ''}-k{self.accumulate}-n{self.live_tensors}-{self.preset}-"
+            f"{f'-{self.precision}' if self.precision != 'fp32' else ''}"
+            f"-k{self.accumulate}-n{self.live_tensors}-{self.preset}-"
             f"{self.device}{f'-w{self.world_size}' if self.world_size > 1 else ''}"
             f"{f'-{self.parallel}-{self.grad_sync}' if self.parallel != 'none' else ''}"
             f"-r{self.round}"

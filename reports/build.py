@@ -46,6 +46,17 @@ def _kib(n: float | None) -> str:
     return "-" if _missing(n) else f"{n / 2**10:+.1f}"
 
 
+def _sci(x: float | None) -> str:
+    """A relative error: two significant figures, 0 exactly as 0."""
+    if _missing(x):
+        return "-"
+    return "0" if x == 0 else f"{x:.1e}"
+
+
+def _seconds(s: float | None) -> str:
+    return "-" if _missing(s) else f"{s:.1f}" if s >= 10 else f"{s:.2f}"
+
+
 def _num(n: float | None) -> str:
     if _missing(n):
         return "-"
@@ -65,13 +76,17 @@ def environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(ms=_ms, mib=_mib, kib=_kib, num=_num, code=_code)
+    env.filters.update(ms=_ms, mib=_mib, kib=_kib, num=_num, code=_code, sci=_sci, seconds=_seconds)
     return env
 
 
 def render_charts(report: dict[str, Any]) -> dict[str, str | None]:
     """Each chart that this sweep's cases can draw, as inline SVG; None where it cannot."""
-    out: dict[str, str | None] = dict.fromkeys(("phases", "memory", "reset", "window", "timeline"))
+    out: dict[str, str | None] = dict.fromkeys(
+        ("phases", "memory", "reset", "window", "timeline", "errors")
+    )
+    if report["errors"]:  # every precision's, so not tied to the default case
+        out["errors"] = charts.accumulation_error(report["errors"])
     if not report["default"]:
         return out
     k, n = report["default"]

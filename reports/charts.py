@@ -319,3 +319,98 @@ def _reset_end(line: dict[str, Any], end: bool = False) -> float:
     timeline = line["timeline"]
     reset = next((t for name, t in timeline["phases"] if name == "reset"), 0.0)
     return timeline["window_ms"] - reset if end else reset
+
+
+ERROR_PANELS = (
+    ("accumulation", "Accumulation error: vs the float64 sum\nof the same micro-batch gradients"),
+    ("total", "Total error: vs a float64 copy of the model\n(precision as a whole)"),
+)
+
+
+def _error_series(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One series per (strategy, precision), in the table's order; strategies whose figures are
+    identical at every K and in both panels share one series (one line, every name in its
+    label): drawn apart, the later would hide the earlier exactly."""
+    series: list[dict[str, Any]] = []
+    for line in lines:
+        key = (line["strategy"], line["precision"])
+        found = next((s for s in series if s["key"] == key), None)
+        if found is None:
+            found = {"key": key, "names": [line["strategy"]], "precision": key[1], "points": {}}
+            series.append(found)
+        found["points"][line["k"]] = tuple(
+            (line.get(panel) or {}).get("norm_rel") for panel, _ in ERROR_PANELS
+        )
+    merged: list[dict[str, Any]] = []
+    for s in series:
+        same = next(
+            (m for m in merged if m["precision"] == s["precision"] and m["points"] == s["points"]),
+            None,
+        )
+        if same is None:
+            merged.append(s)
+        else:
+            same["names"].append(s["names"][0])
+    return merged
+
+
+def accumulation_error(lines: list[dict[str, Any]]) -> str | None:
+    """Two log-log panels side by side, the window gradient's relative error (``norm_rel``)
+    against K, one line per strategy and precision (colour: the precision); None when no figure
+    is above zero. Zeros (exact: one micro-batch adds nothing) have no place on a log axis:
+    each panel names the K where they were left out."""
+    series = _error_series(lines)
+    precisions = list(dict.fromkeys(s["precision"] for s in series))
+    ks = sorted({k for s in series for k in s["points"]})
+    positive = [
+        v
+        for s in series
+        for point in s["points"].values()
+        for v in point
+        if v is not None and v > 0
+    ]
+    if not positive:
+        return None
+    fig = Figure(figsize=(WIDTH, 4.8), layout="constrained")
+    axes = fig.subplots(1, len(ERROR_PANELS), sharey=True)
+    for p, (ax, (_, title)) in enumerate(zip(axes, ERROR_PANELS, strict=True)):
+        zeros: set[int] = set()
+        for i, s in enumerate(series):
+            points = [(k, v[p]) for k, v in sorted(s["points"].items()) if v[p] is not None]
+            zeros.update(k for k, v in points if v <= 0)
+            points = [(k, v) for k, v in points if v > 0]
+            look = style(i)
+            look["color"] = COLOURS[precisions.index(s["precision"]) % len(COLOURS)]
+            label = f"{s['precision']}: {', '.join(s['names'])}"
+            ax.plot(
+                [k for k, _ in points],
+                [v for _, v in points],
+                label=label if p == 0 else None,
+                linewidth=1.4,
+                markersize=6,
+                **look,
+            )
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xticks(ks, [str(k) for k in ks])
+        ax.set_xticks([], minor=True)
+        if len(ks) == 1:
+            ax.set_xlim(ks[0] / 2, ks[0] * 2)
+        ax.set_xlabel("micro-batches per window, K (count, log scale)")
+        ax.set_title(title, fontsize="medium")
+        if zeros:
+            ax.text(
+                0.02,
+                0.02,
+                f"0 (exact) at K={', '.join(str(k) for k in sorted(zeros))}: not drawn",
+                transform=ax.transAxes,
+                fontsize="small",
+                color="#444444",
+            )
+        ax.grid(alpha=0.3)
+    low, high = min(positive), max(positive)
+    axes[0].set_ylim(low / 3, high * 3)
+    axes[0].set_ylabel("relative error, ||g - ref|| / ||ref|| (log scale)")
+    fig.suptitle("The window gradient's relative error against K, per strategy and precision")
+    fig.legend(loc="outside lower center", fontsize="small", ncols=min(3, len(series)))
+    return to_svg(fig, "accumulation-error")

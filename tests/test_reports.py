@@ -28,7 +28,7 @@ import numpy as np
 import pytest
 from conftest import run_reports
 
-from reports import analysis, build, compare, stats, verdicts
+from reports import analysis, build, charts, compare, stats, verdicts
 from reports.__main__ import main as reports_main
 from reports.rows import SCHEMA_VERSION, read
 
@@ -40,6 +40,7 @@ SECTIONS = (  # index.html's sections, in the page's order
     "verdicts",
     "overhead",
     "charts",
+    "accumulation-error",
     "timeline",
     "cost-model",
     "flamegraphs",
@@ -48,7 +49,7 @@ SECTIONS = (  # index.html's sections, in the page's order
     "environment",
     "raw",
 )
-CHARTS = ["phases", "memory", "reset-vs-live", "window-vs-k", "timeline"]
+CHARTS = ["phases", "memory", "reset-vs-live", "window-vs-k", "accumulation-error", "timeline"]
 COMPARE_SECTIONS = ("runs", "verdict", "chart", "phases", "environment")
 WORDS = ("lower", "higher", "same", "unclear")
 MIB = 2**20
@@ -176,6 +177,9 @@ def make_row(
         "windows": 3,
     }
     row["allreduce_per_window"] = None
+    # the first window's error figures: one micro-batch adds nothing, so K=1 sums exactly
+    row["accumulation_error"] = {"max_rel": 1e-7 * (k - 1), "norm_rel": 4e-8 * (k - 1)}
+    row["total_error"] = {"max_rel": 8e-7 * k**0.5, "norm_rel": 5e-7 * k**0.5}
     return measured(row)
 
 
@@ -466,6 +470,80 @@ def test_page_is_self_contained_with_every_section_and_chart(tmp_path):
     assert '<a href="results.jsonl">' in html and '<a href="verdicts.json">' in html
     assert f"schema version {SCHEMA_VERSION}" in by_id(html, "raw")
     assert "No <code>pytest-benchmark.json</code>" in html
+
+
+def in_precision(row: dict, precision: str, scale: float, tolerance: float) -> dict:
+    """The row as its case would have run in another precision: errors ``scale`` times."""
+    row = {**copy.deepcopy(row), "precision": precision}
+    row["case_id"] = row["case_id"].replace("-tiny", f"-{precision}-tiny")
+    for key in ("accumulation_error", "total_error"):
+        row[key] = {k: v * scale for k, v in row[key].items()}
+    row["grad_check"] = {**row["grad_check"], "tolerance": tolerance}
+    return row
+
+
+def test_accumulation_error_of_every_precision(tmp_path):
+    """One line per strategy, precision and K (the first process's figures; the control's equal
+    them), every precision though the tables show fp32; identical strategies share a chart line."""
+    rows = standard_rows(ns=(0,))
+    rows += [
+        in_precision(r, "bf16", 1e5, 0.03125 * r["accumulate"]) for r in standard_rows(ns=(0,))
+    ]
+    directory = write_run(tmp_path / "run", rows)
+    report = analysis.report(directory)
+    assert report["precision"] == "fp32" and report["precisions"] == ["fp32", "bf16"]
+    lines = report["errors"]
+    assert len(lines) == len(OVERHEADS) * 2 * 2  # strategies x precisions x K
+    assert [(e["strategy"], e["precision"], e["k"]) for e in lines[:4]] == [
+        ("native", "fp32", 1),
+        ("native", "fp32", 2),
+        ("native", "bf16", 1),
+        ("native", "bf16", 2),
+    ]
+    bf16 = next(e for e in lines if (e["strategy"], e["precision"], e["k"]) == ("lazy", "bf16", 2))
+    assert bf16["accumulation"] == {
+        "max_rel": pytest.approx(1e-2),
+        "norm_rel": pytest.approx(4e-3),
+    }
+    assert bf16["total"]["norm_rel"] == pytest.approx(5e-2 * 2**0.5)
+    assert (bf16["tolerance"], bf16["check_ok"], bf16["windows"]) == (0.0625, True, 3)
+    checks = {g["precision"]: g for g in report["grad_checks"]}
+    assert list(checks) == ["fp32", "bf16"]
+    assert checks["bf16"]["cases"] == checks["bf16"]["passed"] == 2 * len(OVERHEADS)
+    assert (checks["bf16"]["tolerance_min"], checks["bf16"]["tolerance_max"]) == (0.03125, 0.0625)
+    # the same figures in every strategy: one line per precision, naming them all
+    series = charts._error_series(lines)
+    names = sorted(OVERHEADS, key=analysis.strategy_order)  # the tables' order
+    assert [(s["precision"], s["names"]) for s in series] == [("fp32", names), ("bf16", names)]
+    html = build.build(directory).read_text()
+    section = by_id(html, "accumulation-error")
+    assert 'href="#accumulation-error"' in html
+    assert section.count('data-chart="accumulation-error"') == 1
+    assert "fp32: native, block, flat, global, lazy" in section  # the legend
+    assert "0 (exact) at K=1: not drawn" in section
+    assert "relative error" in section and "log scale" in section
+    assert section.count("<tr>") == 2 + len(lines)  # two header rows
+    assert "1.0e-02</td><td>4.0e-03</td>" in section  # lazy, bf16, K=2: max rel, norm rel
+    assert 'bf16: <span class="ok">10 of 10 cases passed</span>' in section
+    assert "tolerance 0.03125–0.0625" in section
+    run = by_id(html, "run")
+    assert "swept: <b>fp32, bf16</b>; the tables show <b>fp32</b>" in run
+    assert "verdicts.json</a> holds every precision" in run
+
+
+def test_rows_without_error_figures_have_no_accumulation_section(tmp_path):
+    rows = standard_rows(ks=(1,), ns=(0,))
+    for row in rows:
+        del row["accumulation_error"], row["total_error"]
+    html = build.build(write_run(tmp_path / "run", rows)).read_text()
+    assert analysis.report(tmp_path / "run")["errors"] == []
+    assert 'id="accumulation-error"' not in html and "#accumulation-error" not in html
+    assert 'data-chart="accumulation-error"' not in html
+    assert "Settings compared" not in html  # nor without --compare-settings
+    run = by_id(html, "run")
+    for fact in ("<dt>optimizer</dt><dd><code>adamw</code>", "<dt>clip norm</dt><dd>none"):
+        assert fact in run
+    assert "<dt>torch.compile</dt><dd>off" in run and "<dt>--compare-settings</dt><dd>none" in run
 
 
 def test_corrupt_lines_are_skipped_and_failures_shown(tmp_path):
@@ -919,6 +997,83 @@ def test_report_renders_in_chromium(sweep, browser, tmp_path):
     assert "test_sum" in browser.find_element("id", "pytest-benchmark").text
     png = full_screenshot(browser, tmp_path / "report.png")
     assert_not_blank(png)
+
+
+@pytest.fixture(scope="module")
+def recipe_sweep(tmp_path_factory) -> tuple[Path, str]:
+    """A real tiny sweep in two precisions, each case's loop paired with a bf16-autocast one
+    (--compare-settings): native at K=1 and 4, four processes; its directory and its output."""
+    out = tmp_path_factory.mktemp("recipe")
+    command = [sys.executable, "-m", "benches", "run", "--preset", "tiny", "--strategies"]
+    command += ["native", "--accumulate", "1,4", "--live-tensors", "0", "--repeat", "2"]
+    command += ["--warmup", "0", "--threads", "1", "--control", "none", "--precision"]
+    command += ["fp32,bf16", "--compare-settings", "precision=bf16-autocast"]
+    done = subprocess.run(
+        [*command, "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return out, done.stdout
+
+
+def test_recipe_sweep_shows_every_precision_and_the_settings_compared(recipe_sweep):
+    out, stdout = recipe_sweep
+    rows = read(out)
+    assert {r["status"] for r in rows} == {"ok"}, [r["error"] for r in rows if r["error"]]
+    report = analysis.report(out)
+    assert (report["precision"], report["precisions"]) == ("fp32", ["fp32", "bf16"])
+    errors = {(e["precision"], e["k"]): e for e in report["errors"]}
+    assert sorted(errors) == [("bf16", 1), ("bf16", 4), ("fp32", 1), ("fp32", 4)]
+    for precision in ("fp32", "bf16"):  # one micro-batch: nothing added, nothing rounded
+        assert errors[(precision, 1)]["accumulation"] == {"max_rel": 0.0, "norm_rel": 0.0}
+    # a bf16 .grad rounds each addition at 2**-8, an fp32 one at 2**-24
+    assert (
+        errors[("bf16", 4)]["accumulation"]["norm_rel"]
+        > 100 * errors[("fp32", 4)]["accumulation"]["norm_rel"]
+    )
+    for e in errors.values():
+        assert e["check_ok"] and e["tolerance"] >= e["accumulation"]["max_rel"], e
+    judged = json.loads((out / verdicts.VERDICTS).read_text())
+    settings = judged["settings"]
+    assert {(c["case"]["precision"], c["k"], c["a"], c["b"]) for c in settings} == {
+        (p, k, f"precision={p}", "precision=bf16-autocast")
+        for p in ("fp32", "bf16")
+        for k in (1, 4)
+    }
+    html = (out / "index.html").read_text()  # the sweep's own page
+    section = by_id(html, "settings")
+    assert section.count("<tr>") == 1 + len(settings)
+    assert section.count('class="verdict verdict-') == len(settings) + 1  # + the legend's word
+    assert "<code>precision=bf16</code> vs <code>precision=bf16-autocast</code>" in section
+    assert 'href="#settings"' in html and 'href="#accumulation-error"' in html
+    assert by_id(html, "accumulation-error").count('data-chart="accumulation-error"') == 1
+    run = by_id(html, "run")
+    assert "swept: <b>fp32, bf16</b>; the tables show <b>fp32</b>" in run
+    assert "<dt>optimizer</dt><dd><code>adamw</code>" in run
+    assert "<dt>clip norm</dt><dd>none</dd>" in run and "<dt>torch.compile</dt><dd>off" in run
+    assert "<dt>--compare-settings</dt><dd><code>precision=bf16-autocast</code>" in run
+    # the terminal summary's table of the same comparisons
+    assert "settings compared (--compare-settings precision=bf16-autocast" in stdout
+    assert stdout.count("bf16 vs bf16-autocast") == stdout.count("fp32 vs bf16-autocast") == 2
+
+
+def test_recipe_sweep_page_in_chromium(recipe_sweep, browser):
+    from PIL import Image
+
+    out, _ = recipe_sweep
+    open_offline(browser, out / "index.html")
+    for section in ("run", "settings", "accumulation-error"):
+        assert browser.find_element("id", section).is_displayed()
+    (box,) = [b for b in chart_boxes(browser) if b["name"] == "accumulation-error"]
+    assert box["width"] > 300 and box["height"] > 150 and box["texts"] > 10, box
+    chart = browser.find_element("css selector", 'svg[data-chart="accumulation-error"]')
+    png = chart.screenshot_as_png
+    pixels = np.asarray(Image.open(io.BytesIO(png)).convert("RGB"), dtype=float)
+    assert pixels.mean(axis=2).std() > 20, "the chart looks blank"
+    for colour in charts.COLOURS[:2]:  # each precision's line: fp32 in the first, bf16 the second
+        near = np.abs(pixels - np.array(colour) * 255).max(axis=2) < 40
+        assert near.sum() > 50, f"no line in {colour}"
+    text = browser.find_element("id", "run").text
+    assert "precision=bf16-autocast" in text and "the tables show fp32" in text
 
 
 def test_compare_page_renders_in_chromium(sweep, slower, browser, tmp_path):

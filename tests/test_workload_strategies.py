@@ -16,7 +16,8 @@ def test_window_equals_full_batch(name):
     w = Workload(preset="tiny", accumulate=3, dropout=0.0, device="cpu", seed=2)
     batches = w.batches(0)
     tokens = w.window_tokens(batches)
-    exact = reference_grads(w, batches, tokens, sum_dtype=None)  # the same additions, in the same order
+    # the same additions, in the same order
+    exact = reference_grads(w, batches, tokens, sum_dtype=None)
     params = [p for _, p in w.model.named_parameters()]
     full = concat(batches)
     full_batch = torch.autograd.grad(w.loss(full, full.n_tokens), params)
