@@ -2,7 +2,7 @@
 
 >>> import strategies
 >>> strategies.available()
-['block', 'flat', 'foreach', 'global', 'lazy', 'native']
+['block', 'flat', 'foreach', 'global', 'lazy', 'main_grad', 'native']
 >>> collector = strategies.GradientCollector(model, strategy="lazy", grad_req="add")
 """
 
@@ -13,6 +13,7 @@ from strategies.flat import FlatStrategy
 from strategies.foreach import ForeachStrategy
 from strategies.global_search import GlobalStrategy
 from strategies.lazy import LazyStrategy
+from strategies.main_grad import MainGradStrategy
 from strategies.native import NativeStrategy
 from strategies.registry import ENTRY_POINT_GROUP, available, get, register
 
@@ -23,6 +24,7 @@ for _cls in (
     LazyStrategy,
     ForeachStrategy,
     FlatStrategy,
+    MainGradStrategy,
 ):
     register(_cls.name, _cls)
 del _cls
@@ -36,6 +38,7 @@ __all__ = [
     "GlobalStrategy",
     "GradientCollector",
     "LazyStrategy",
+    "MainGradStrategy",
     "NativeStrategy",
     "Strategy",
     "available",

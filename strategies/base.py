@@ -1,8 +1,10 @@
-"""The strategy interface: four hooks the collector calls around its windows."""
+"""The strategy interface: the hooks the collector calls around its windows and its update."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+
+import torch
 
 if TYPE_CHECKING:
     from strategies.collector import GradientCollector
@@ -31,6 +33,14 @@ class Strategy:
 
     def detach(self, collector: GradientCollector) -> None:
         """When the collector is closed: remove hooks, let buffers go."""
+
+    def clip_grad_norm(self, collector: GradientCollector, max_norm: float) -> torch.Tensor:
+        """At ``collector.step(clip_norm=...)``, after any GradScaler unscale: return the total
+        2-norm of the window's gradient (what ``.grad`` holds) before clipping, and scale the
+        gradients in place by ``min(1, max_norm / (norm + 1e-6))``, as
+        ``torch.nn.utils.clip_grad_norm_`` does (default: that call over ``collector.params``,
+        which also handles FSDP2's DTensor shards)."""
+        return torch.nn.utils.clip_grad_norm_(collector.params, max_norm)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"

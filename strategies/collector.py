@@ -310,7 +310,8 @@ class GradientCollector:
     ) -> torch.Tensor | None:
         """Unscale once, clip the window's gradient, step, update the scaler.
 
-        Returns the total gradient norm before clipping when ``clip_norm`` is given.
+        Clipping is the strategy's ``clip_grad_norm`` hook (by default ``clip_grad_norm_`` over
+        ``params``). Returns the total gradient norm before clipping when ``clip_norm`` is given.
         """
         self._check_open("step")
         if self._in_window:
@@ -323,7 +324,7 @@ class GradientCollector:
             scaler.unscale_(optimizer)  # once per window, before clipping
         norm = None
         if clip_norm is not None:
-            norm = torch.nn.utils.clip_grad_norm_(self.params, clip_norm)
+            norm = self.strategy.clip_grad_norm(self, clip_norm)
         if scaler is not None:
             scaler.step(optimizer)
             scaler.update()

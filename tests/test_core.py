@@ -258,6 +258,30 @@ def test_clip_norm_must_be_positive():
     assert "-1" in one_line(excinfo)
 
 
+def test_step_clips_through_the_strategy_hook():
+    class Clips(Doubling):
+        def clip_grad_norm(self, collector, max_norm):
+            self.calls.append(("clip", collector, max_norm))
+            return super().clip_grad_norm(collector, max_norm)  # the default: clip_grad_norm_
+
+    model, strategy = make_model(), Clips()
+    collector = strategies.GradientCollector(model, strategy=strategy)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
+    with collector:
+        collector.backward(loss_of(model, make_batches(1)[0]))
+    assert collector.step(optimizer) is None and strategy.calls[-1] == "finish"
+    grads = [p.grad.clone() for p in collector.params if p.grad is not None]
+    expected = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+    norm = collector.step(optimizer, clip_norm=0.25)
+    assert strategy.calls[-1] == ("clip", collector, 0.25)
+    torch.testing.assert_close(norm, expected)
+    clipped = [p.grad for p in collector.params if p.grad is not None]
+    torch.testing.assert_close(
+        torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in clipped])),
+        torch.tensor(0.25),
+    )
+
+
 # -- what each strategy does at reset ----------------------------------------------------------
 def one_window(collector, model, seed=1):
     with collector:

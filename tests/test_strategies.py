@@ -205,3 +205,28 @@ def test_grad_scaler_unscales_once_per_window(name):
     assert scaler.get_scale() == 2.0**10  # finite gradients: no back-off
     for (n, p), q in zip(model.named_parameters(), twin.parameters(), strict=True):
         torch.testing.assert_close(p, q, msg=n)
+
+
+def test_step_clip_equals_clip_grad_norm_on_a_copy(name):
+    model = make_model(seed=5)
+    collector = strategies.GradientCollector(model, strategy=name)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)  # the step leaves .grad to compare
+    # (clip norm, a .grad replaced by user code between window and step): 0.1 bites, 1e6 not
+    for window, (max_norm, replaced) in enumerate([(0.1, False), (0.1, True), (1e6, False)]):
+        run_window(collector, model, make_batches(3, seed=11 + window))  # side gets nothing
+        if replaced:  # a strategy's own buffers are no longer all of .grad
+            model.mlp[0].weight.grad = model.mlp[0].weight.grad.clone()
+        copies = {}  # the reference: leaves holding copies of the window's gradients
+        for n, p in model.named_parameters():
+            if p.grad is not None:
+                copies[n] = p.detach().clone()
+                copies[n].grad = p.grad.clone()
+        expected = torch.nn.utils.clip_grad_norm_(list(copies.values()), max_norm)
+        norm = collector.step(optimizer, clip_norm=max_norm)
+        torch.testing.assert_close(norm, expected, rtol=1e-6, atol=0)
+        assert (norm > max_norm) == (max_norm < 1)
+        for n, p in model.named_parameters():
+            if n in copies:
+                torch.testing.assert_close(p.grad, copies[n].grad, rtol=1e-6, atol=0, msg=n)
+            if n.startswith("side"):
+                assert p.grad is None or not p.grad.any(), n
