@@ -51,11 +51,20 @@ class _Handle:
     def remove(self) -> None:
         if self._param is not None:
             self._handle.remove()
-            key = id(self._param)
-            _LIVE[key] -= 1
-            if not _LIVE[key]:
-                del _LIVE[key]
-            self._param = None
+            self._forget()
+
+    def _forget(self) -> None:
+        key = id(self._param)
+        _LIVE[key] -= 1
+        if not _LIVE[key]:
+            del _LIVE[key]
+        self._param = None
+
+    def __del__(self) -> None:
+        # a collector dropped without close(): its count goes with it, so that a new tensor
+        # with a reused id does not inherit it (the node, held only by its owner, goes too)
+        if getattr(self, "_param", None) is not None:
+            self._forget()
 
 
 def write_into_grad(param: torch.Tensor, grad: torch.Tensor | None) -> bool:

@@ -55,6 +55,13 @@ def _writes(param: torch.Tensor, main: torch.Tensor) -> _hooks.PreHook:
 class MainGradStrategy(Strategy):
     name = "main_grad"
 
+    def __init__(self, buffer_norm: bool = True) -> None:
+        # buffer_norm=False: clip with clip_grad_norm_ over the parameters (the default hook),
+        # so that a sweep can measure what one norm over the buffer saves
+        if not isinstance(buffer_norm, bool):
+            raise ValueError(f"buffer_norm {buffer_norm!r} is not a bool; valid: true, false")
+        self.buffer_norm = buffer_norm
+
     def attach(self, collector) -> None:
         if collector.fsdp:
             raise ValueError(
@@ -123,7 +130,8 @@ class MainGradStrategy(Strategy):
 
     def clip_grad_norm(self, collector, max_norm: float) -> torch.Tensor:
         # the buffers are the gradient only while no .grad was replaced since finish
-        if not self._views or any(p.grad is not view for p, view, _ in self._views):
+        replaced = any(p.grad is not view for p, view, _ in self._views)
+        if not self.buffer_norm or not self._views or replaced:
             return super().clip_grad_norm(collector, max_norm)
         return clip_buffers_(self.buffers, max_norm, self._chunks)
 

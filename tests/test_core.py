@@ -387,3 +387,20 @@ def test_a_refusing_strategy_leaves_the_target_untouched():
     with pytest.raises(ValueError, match="refuses"):
         strategies.GradientCollector(model, strategy=Refuses(), grad_req={"norm.bias": "null"})
     assert model.norm.bias.requires_grad
+
+
+def test_a_collector_dropped_without_close_leaves_no_prehook_count():
+    """The cost model counts live pre-hooks by id(param): a dropped collector's count must go
+    with it, or a new tensor that reuses the id inherits it."""
+    import gc
+
+    from strategies import _hooks
+
+    before = dict(_hooks._LIVE)
+    for _ in range(3):
+        model = torch.nn.Linear(4, 4)
+        collector = strategies.GradientCollector(model, strategy="lazy")
+        assert _hooks.live_prehooks(model.weight) == 1
+        del collector, model
+        gc.collect()
+    assert before == _hooks._LIVE

@@ -248,3 +248,35 @@ def test_clip_norm_of_bf16_gradients_is_taken_in_fp32(name, device):
     for p, g, r in zip(params, grads, reference, strict=True):
         assert torch.equal(p.grad, g * coef)  # one fp32 coefficient, each product rounded once
         torch.testing.assert_close(p.grad, r.grad, rtol=4 * U_BF16, atol=0)
+
+
+@pytest.mark.parametrize("name", ["flat", "main_grad"])
+def test_buffer_norm_option_clips_the_same_through_clip_grad_norm_(name, monkeypatch):
+    """``buffer_norm=False`` (a sweep's ``flat:buffer_norm=false``) clips with the default hook,
+    ``clip_grad_norm_`` over the parameters: same norm, same clipped gradients."""
+    calls = []
+    original = torch.nn.utils.clip_grad_norm_
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", counting)
+    norms, grads = [], []
+    for buffer_norm in (True, False):
+        model = make_model()
+        collector = strategies.GradientCollector(
+            model, strategy=strategies.get(name, buffer_norm=buffer_norm)
+        )
+        with collector:
+            for tokens in make_batches(2):
+                collector.backward(loss_of(model, tokens))
+        norms.append(collector.strategy.clip_grad_norm(collector, 1e-3))
+        grads.append([p.grad.clone() for p in model.parameters()])
+        collector.close()
+    assert len(calls) == 1  # only buffer_norm=False went through clip_grad_norm_
+    torch.testing.assert_close(norms[0], norms[1], rtol=1e-6, atol=0)
+    for a, b in zip(*grads, strict=True):
+        torch.testing.assert_close(a, b)
+    with pytest.raises(ValueError, match="'yes'"):
+        strategies.get(name, buffer_norm="yes")
