@@ -25,7 +25,11 @@ from benches.workload import Workload
 
 
 def measure(args: argparse.Namespace) -> dict:
-    device = torch.device("cuda", torch.cuda.current_device())
+    device = (
+        torch.device("cuda", torch.cuda.current_device())
+        if args.device == "cuda"
+        else torch.device("cpu")  # a dry run of the code path: no peak, so no MFU
+    )
     settings = protocol.Settings(
         device=str(device), precision=args.precision, accumulate=args.accumulate, preset=args.preset
     )
@@ -46,7 +50,7 @@ def measure(args: argparse.Namespace) -> dict:
     batches = workload.batches(0)
     tokens = workload.window_tokens(batches)
     kernels = contextlib.nullcontext()
-    if args.fused_only:
+    if args.fused_only and device.type == "cuda":
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
         kernels = sdpa_kernel(
@@ -58,10 +62,10 @@ def measure(args: argparse.Namespace) -> dict:
             loop.window(batches, tokens)
         windows = [loop.window(batches, tokens)["window"] for _ in range(args.windows)]
     median = statistics.median(windows)
-    peak = training.peak_flops(device, "bf16") or float("nan")
+    peak = training.peak_flops(device, "bf16-autocast") or float("nan")
     flops = workload.flops_per_window()
     return {
-        "gpu": torch.cuda.get_device_name(device),
+        "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "preset": args.preset,
         "precision": args.precision,
         "compile": args.compile,
@@ -80,6 +84,7 @@ def measure(args: argparse.Namespace) -> dict:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m benches.mfu", description=__doc__)
     parser.add_argument("--preset", default="big")
+    parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     parser.add_argument("--precision", default="bf16-autocast", choices=training.PRECISIONS)
     parser.add_argument("--optimizer", default="adamw-fused", choices=training.OPTIMIZERS)
     parser.add_argument("--compile", action="store_true")
@@ -91,8 +96,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--windows", type=int, default=5)
     parser.add_argument("--fused-only", action="store_true")
     args = parser.parse_args(argv)
-    if not torch.cuda.is_available():
-        parser.error("needs a CUDA GPU; valid devices here: none")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: no CUDA GPU here; valid: --device cpu (a dry run)")
     print(json.dumps(measure(args)))
     return 0
 
