@@ -93,16 +93,43 @@ def test_fixed_strategy_list_covers_every_registered_strategy():
 
 
 # asv collects every module-level function named time_* etc.: one imported from elsewhere, or a
-# helper so named, would become a benchmark (twice, or by accident)
+# helper so named, would become a benchmark (twice, or by accident). One probe process imports
+# torch once, then forks a child per module: each child imports its module into a fresh
+# interpreter state (torch loaded, nothing of ours), with its own cwd and its stdout and stderr
+# in files, and records what its module holds.
 _IMPORT_PROBE = """
-import importlib, inspect, sys
-module = importlib.import_module("benches." + sys.argv[1])
-odd = [
-    name for name, obj in vars(module).items()
-    if name.startswith(tuple(sys.argv[2].split(",")))
-    and not (inspect.isfunction(obj) and obj.__module__ == module.__name__)
-]
-sys.stdout.write("\\0" + ",".join(odd))
+import importlib, inspect, os, sys, traceback
+import torch  # what every benches module imports: paid once, before the forks
+names, prefixes, root = sys.argv[1].split(","), tuple(sys.argv[2].split(",")), sys.argv[3]
+children = []
+for name in names:
+    pid = os.fork()
+    if pid:
+        children.append(pid)
+        continue
+    code = 1
+    try:
+        out = os.path.join(root, "out", name)
+        for fd, suffix in ((1, ".stdout"), (2, ".stderr")):
+            os.dup2(os.open(out + suffix, os.O_WRONLY | os.O_CREAT), fd)
+        os.chdir(os.path.join(root, "cwd", name))
+        module = importlib.import_module("benches." + name)
+        odd = [
+            n for n, obj in vars(module).items()
+            if n.startswith(prefixes)
+            and not (inspect.isfunction(obj) and obj.__module__ == module.__name__)
+        ]
+        with open(out + ".odd", "w") as f:
+            f.write(",".join(odd))
+        code = 0
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+failed = [pid for pid in children if os.waitpid(pid, 0)[1] != 0]
+sys.exit(1 if failed else 0)
 """
 
 
@@ -115,25 +142,30 @@ def test_every_benches_module_imports_without_side_effects(tmp_path):
         "ZEROGRAD_ASV_PRESET": "tiny",
     }
     before = sorted(p.name for p in (ROOT / "benches").iterdir())
-    procs = {}
-    for name in BENCHES:  # in parallel: each pays for importing torch
-        cwd = tmp_path / name
-        cwd.mkdir()
-        procs[name] = subprocess.Popen(
-            [sys.executable, "-c", _IMPORT_PROBE, name, ",".join(BENCHMARK_PREFIXES)],
-            cwd=cwd,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-    for name, proc in procs.items():
-        out, err = proc.communicate(timeout=60)
-        assert proc.returncode == 0, f"benches.{name} failed to import:\n{err}"
-        printed, _, not_benchmarks = out.partition("\0")
+    (tmp_path / "out").mkdir()
+    for name in BENCHES:
+        (tmp_path / "cwd" / name).mkdir(parents=True)
+    done = subprocess.run(
+        [
+            *(sys.executable, "-c", _IMPORT_PROBE),
+            *(",".join(BENCHES), ",".join(BENCHMARK_PREFIXES), str(tmp_path)),
+        ],
+        cwd=tmp_path / "cwd",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    for name in BENCHES:
+        out = tmp_path / "out" / name
+        err = out.with_suffix(".stderr").read_text()
+        assert out.with_suffix(".odd").exists(), f"benches.{name} failed to import:\n{err}"
+        printed = out.with_suffix(".stdout").read_text()
         assert printed == "" and err == "", f"benches.{name} printed at import:\n{printed}{err}"
+        not_benchmarks = out.with_suffix(".odd").read_text()
         assert not_benchmarks == "", f"benches.{name} has non-benchmark {not_benchmarks}"
-        assert list((tmp_path / name).iterdir()) == [], f"benches.{name} wrote files"
+        assert list((tmp_path / "cwd" / name).iterdir()) == [], f"benches.{name} wrote files"
+    assert done.returncode == 0, done.stdout + done.stderr
     assert sorted(p.name for p in (ROOT / "benches").iterdir()) == before
 
 

@@ -185,11 +185,13 @@ def _pytest(*args: str, seed: str = "3") -> subprocess.CompletedProcess:
 
 def test_benchmark_runs_checks_its_gradients_and_records_its_order(tmp_path):
     report = tmp_path / "bench.json"
-    done = _pytest("-q", "-k", "test_window and native and 1", f"--benchmark-json={report}")
+    done = _pytest(
+        "-q", "-k", "test_window and native and 1 and fp32", f"--benchmark-json={report}"
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "benchmark order shuffled with seed 3 (ZEROGRAD_BENCH_SEED=3 to repeat)" in done.stdout
     machine = json.loads(report.read_text())["machine_info"]
-    assert machine["zerograd_order"] == {"seed": 3, "order": ["test_window[native-1]"]}
+    assert machine["zerograd_order"] == {"seed": 3, "order": ["test_window[native-1-fp32]"]}
 
 
 def test_benchmark_order_is_the_seeded_shuffle():

@@ -44,7 +44,7 @@ PAIRED = "asv_strategies.StrategyOverhead.track_window_over_plain"
 UNPAIRED = "asv_strategies.StrategyWindow.time_window"
 SELECT = (  # asv matches -b against "name(param, ...)" for parameterised benchmarks
     r"StrategyOverhead\.track_window_over_plain\('(native|lazy)', 1\)",
-    r"StrategyWindow\.time_window\('native', 1\)",
+    r"StrategyWindow\.time_window\('native', 1, 'fp32'\)",
 )
 DATES = ("2026-01-01T12:00:00+00:00", "2026-01-02T12:00:00+00:00")
 WORDS = ("lower", "higher", "same", "unclear")
