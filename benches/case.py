@@ -100,7 +100,9 @@ def run_case(spec: CaseSpec) -> dict[str, Any] | None:
     other = compared_recipe(spec)
     if other is not None:
         runner.add_other(other)
-        runner.other.warm(timed)
+        warm_s = runner.other.warm(timed)  # compiling, if the other recipe compiles
+        if other.compile and compile_s is None:
+            compile_s = warm_s
     for i in range(spec.warmup):
         runner.pair(i, *timed[i % 2])
 
