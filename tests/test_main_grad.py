@@ -280,3 +280,16 @@ def test_buffer_norm_option_clips_the_same_through_clip_grad_norm_(name, monkeyp
         torch.testing.assert_close(a, b)
     with pytest.raises(ValueError, match="'yes'"):
         strategies.get(name, buffer_norm="yes")
+
+
+def test_clip_speed_prints_paired_ratios_and_the_a_a_pair_is_never_lower_or_higher(capsys):
+    from benches import clip_speed
+
+    assert clip_speed.main(["--calls", "6"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert sum("floor from the A/A pair" in line for line in lines) == 4
+    aa = [line for line in lines if "native (A/A)" in line]
+    assert len(aa) == 4 and all(line.endswith(("same", "unclear")) for line in aa), aa
+    buffers = [line for line in lines if line.lstrip().startswith(("flat", "main_grad"))]
+    assert len(buffers) == 8
+    assert all(line.rsplit(": ", 1)[1] in ("lower", "higher", "same", "unclear") for line in buffers)
