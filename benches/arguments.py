@@ -238,8 +238,8 @@ def resolve(args: argparse.Namespace) -> Sweep:
         raise UsageError(f"unknown preset {preset!r}; valid presets: {', '.join(PRESETS)}")
 
     known = strategies.available()
-    if args.strategies.strip() == "all":
-        names = list(known)
+    if args.strategies.strip() == "all":  # those that can run the sweep's --parallel
+        names = [n for n in known if runs_under(n, parallel_mode(args))]
     else:
         names = [strategy_label(n.strip(), known) for n in args.strategies.split(",")]
     names = list(dict.fromkeys(names))
@@ -277,11 +277,13 @@ def resolve(args: argparse.Namespace) -> Sweep:
         # room for setup, the gradient check (reference + window), the pairs, the memory pass
         windows = 2 * (repeat + warmup) + 3 * gradients.CHECK_WINDOWS + 2 * memory.MEMORY_WINDOWS
         windows += 2 * 2 + 1  # the timeline's windows (strategy, plain), the cost model's count
+        windows += 8  # the float64 model's window of total_error (float64 runs slower)
         if parallel in ("fsdp2", "hsdp"):  # the flavour pass: pairs of the strategy's windows
             windows += 2 * (repeat + warmup)
         if recipe["compare_settings"]:  # the other setting's loop: pairs with the strategy's
             windows += 2 * (repeat + warmup) + 2
-        if "bf16" in recipe["precision"] and device == "cpu":
+        low = [*recipe["precision"], recipe["compare_settings"]]
+        if device == "cpu" and any("bf16" in item for item in low):
             per *= 3  # bf16 matmuls on a CPU without bf16 units: slower than fp32
         compiling = 600 if recipe["compile"] or "compile" in recipe["compare_settings"] else 0
         timeout = (120 + compiling + per * max(accumulate) * windows) * world_size
@@ -324,6 +326,22 @@ def resolve(args: argparse.Namespace) -> Sweep:
     if args.resume:
         same_settings(sweep)
     return sweep
+
+
+def parallel_mode(args: argparse.Namespace) -> str:
+    """--parallel as given or as its default (before it is checked)."""
+    world = args.world_size if str(args.world_size).isdigit() else "1"
+    return args.parallel or ("ddp" if int(world) > 1 else "none")
+
+
+def runs_under(name: str, parallel: str) -> bool:
+    """Whether strategy ``name`` says it can run with ``parallel`` (``Strategy.runs_under``)."""
+    import strategies
+
+    try:
+        return parallel in getattr(strategies.get(name), "runs_under", (parallel,))
+    except Exception:  # a plugin that cannot be made without options: let its case say why
+        return True
 
 
 def strategy_label(text: str, known: list[str]) -> str:

@@ -84,7 +84,7 @@ def run_case(spec: CaseSpec) -> dict[str, Any] | None:
         workload,
         data,
         references,
-        training.grad_tolerance(spec.precision, spec.accumulate),
+        training.grad_tolerance(spec.precision, spec.accumulate, world),
         parallel,
     )
     del every, references
@@ -97,12 +97,6 @@ def run_case(spec: CaseSpec) -> dict[str, Any] | None:
     runner.add_plain()
     if recipe.compile:
         runner.plain.warm(timed)  # the compiled graphs are cached: this only checks shapes
-    other = compared_recipe(spec)
-    if other is not None:
-        runner.add_other(other)
-        warm_s = runner.other.warm(timed)  # compiling, if the other recipe compiles
-        if other.compile and compile_s is None:
-            compile_s = warm_s
     for i in range(spec.warmup):
         runner.pair(i, *timed[i % 2])
 
@@ -118,7 +112,8 @@ def run_case(spec: CaseSpec) -> dict[str, Any] | None:
     collectives: list[dict[str, Any]] = []
     for i in range(spec.repeat):
         before = counter.snapshot()
-        mine_t, plain_t, pressure = runner.pair(i, *timed[i % 2])
+        with training.no_recompile(recipe.compile):  # compiling here would be timed: fail
+            mine_t, plain_t, pressure = runner.pair(i, *timed[i % 2])
         collectives.append(counter.per_window(before, counter.snapshot()))
         for phase, seconds in mine_t.items():
             samples[phase].append(seconds)
@@ -132,7 +127,12 @@ def run_case(spec: CaseSpec) -> dict[str, Any] | None:
         )
     flavours = flavour_pairs(spec, runner, timed) if parallel.sharded else {}
     samples.update(flavours)
-    if other is not None:
+    other = compared_recipe(spec)
+    if other is not None:  # after the headline pairs: its replica never lives beside them
+        runner.add_other(other)
+        warm_s = runner.other.warm(timed)  # compiling, if the other recipe compiles
+        if other.compile and compile_s is None:
+            compile_s = warm_s
         samples.update(setting_pairs(spec, runner, timed))
     costs = (  # after the timed pairs, off the clock: coefficients and counts of this process
         None
@@ -180,9 +180,12 @@ def setting_pairs(spec: CaseSpec, runner: PairedRunner, timed) -> dict[str, list
     """The case's loop against the same strategy's loop with the other setting, on replicas
     with the same weights and data, window by window (ABBA, after ``warmup`` unmeasured pairs)."""
     out: dict[str, list[float]] = {"setting_window": [], "other_setting_window": []}
-    for i in range(spec.warmup + spec.repeat):
-        mine, other = runner.setting_pair(i, *timed[i % 2])
-        if i >= spec.warmup:
+    warmup = max(1, spec.warmup)  # the other loop's first window allocates its state
+    compiled = spec.recipe.compile or runner.other.recipe.compile
+    for i in range(warmup + spec.repeat):
+        with training.no_recompile(compiled and i >= warmup):
+            mine, other = runner.setting_pair(i, *timed[i % 2])
+        if i >= warmup:
             out["setting_window"].append(mine)
             out["other_setting_window"].append(other)
     return out
@@ -444,9 +447,9 @@ def by_hand(argv: list[str]) -> int:
     )
     parser.add_argument("--precision", default="fp32", choices=training.PRECISIONS)
     parser.add_argument("--optimizer", default="adamw", choices=training.OPTIMIZERS)
-    parser.add_argument("--clip-norm", type=float, default=None, help="a total norm > 0")
+    parser.add_argument("--clip-norm", default="none", help="a total norm > 0, or none")
     parser.add_argument("--compile", action="store_true", help="torch.compile the model")
-    parser.add_argument("--compare-settings", default="", metavar="SETTING=VALUE")
+    parser.add_argument("--compare-settings", default="none", metavar="SETTING=VALUE")
     parser.add_argument("--preset", default="tiny")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--accumulate", type=int, default=4)
@@ -462,6 +465,9 @@ def by_hand(argv: list[str]) -> int:
     parser.add_argument("--workload", default=protocol.DEFAULT, help="MODULE:FACTORY")
     parser.add_argument("--out", required=True, help="directory; rank 0 appends its row")
     args = parser.parse_args(argv)
+    import strategies
+    from benches import arguments
+
     world = distributed.ranks()[2]
     parallel = args.parallel or ("ddp" if world > 1 else "none")
     try:
@@ -471,20 +477,22 @@ def by_hand(argv: list[str]) -> int:
                 f"invalid --grad-sync {args.grad_sync!r} with --parallel {parallel}; "
                 f"valid: {', '.join(distributed.GRAD_SYNC[parallel])}"
             )
-        if args.compare_settings:
-            training.parse_setting(args.compare_settings)
-        name, _, options = args.strategy.partition(":")
-        training.Recipe(args.precision, args.compile, args.optimizer, args.clip_norm)
-    except ValueError as err:
+        # spelled as the sweep spells them, so that by-hand rows pool with a sweep's
+        for module in args.plugin:
+            importlib.import_module(module)
+        label = arguments.strategy_label(args.strategy, strategies.available())
+        name, _, options = label.partition(":")
+        recipe = arguments.recipe_settings(args)
+    except (ValueError, arguments.UsageError) as err:
         parser.error(str(err))
     spec = CaseSpec(
         strategy=name,
         options=options,
-        precision=args.precision,
-        optimizer=args.optimizer,
-        clip_norm=args.clip_norm,
-        compile=args.compile,
-        compare_settings=args.compare_settings,
+        precision=recipe["precision"][0],
+        optimizer=recipe["optimizer"],
+        clip_norm=recipe["clip_norm"],
+        compile=recipe["compile"],
+        compare_settings=recipe["compare_settings"],
         preset=args.preset,
         device=args.device,
         accumulate=args.accumulate,

@@ -87,6 +87,10 @@ def cases(sweep: Sweep, run_id: str, git: dict[str, Any]) -> list[CaseSpec]:
                         git=git,
                     )
                 )
+    ids = [spec.case_id for spec in out]
+    if len(set(ids)) != len(ids):  # e.g. a plugin strategy named like another one's case
+        twice = sorted({i for i in ids if ids.count(i) > 1})[0]
+        raise UsageError(f"two cases would share the case id {twice!r}; rename a strategy")
     return out
 
 
@@ -291,6 +295,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command != "run":
             raise UsageError("missing command; valid commands: run")
         sweep = resolve(args)
+        cases(sweep, "", {})  # every case id unique, before anything is written
     except UsageError as err:
         print(f"python -m benches: error: {err}", file=sys.stderr)
         return 2

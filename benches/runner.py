@@ -9,8 +9,10 @@ Two replicas of the workload's model with the same weights live in the case's pr
   process-wide search (``global``) finds nothing of it while the strategy's windows run.
 
 Both replicas see the same micro-batches and step the same optimizer on the same schedule, so
-their weights stay the same. Windows alternate in ABBA order (S P, P S, S P, ...): slow drift of
-the machine hits both sides alike, and each strategy window has its plain-loop partner.
+their weights stay the same. Pairs alternate their order in blocks of four (S P, S P, P S, P S)
+while the data alternates window by window, so slow drift of the machine hits both sides alike,
+each order meets each data window equally often, and each strategy window has its plain-loop
+partner.
 
 Clocks: on CPU ``perf_counter``; on CUDA events recorded on the current stream and one
 synchronisation at the end of each window, so the window runs as a real training loop does.
@@ -238,6 +240,14 @@ class Loop:
             self.collector.close()
 
 
+def mine_first(index: int) -> bool:
+    """The order of pair ``index``'s two windows: A B, A B, B A, B A, ... Pairs take the two
+    data windows in turn (``index % 2``), so each order meets each data window equally often
+    and the positions of a 4-pair block balance a linear drift (A at 0, 2, 5, 7; B at 1, 3, 4,
+    6)."""
+    return (index // 2) % 2 == 0
+
+
 class PairedRunner:
     """The strategy's loop and the plain loop side by side, in ABBA order."""
 
@@ -268,17 +278,17 @@ class PairedRunner:
         assert self.other is not None, "add_other() first"
         loops = [("mine", self.strategy), ("other", self.other)]
         seconds = {}
-        for role, loop in loops if index % 2 == 0 else loops[::-1]:
+        for role, loop in loops if mine_first(index) else loops[::-1]:
             seconds[role] = loop.window(batches, tokens)["window"]
         return seconds["mine"], seconds["other"]
 
     def pair(self, index: int, batches, tokens: float) -> tuple[dict[str, float], dict, float]:
-        """Pair ``index``: both windows, the strategy's first on even pairs (ABBA); and the CPU
-        pressure, sampled per window (the larger of the two)."""
+        """Pair ``index``: both windows, in ``mine_first`` order; and the CPU pressure, sampled
+        per window (the larger of the two)."""
         assert self.plain is not None, "add_plain() first"
         order = [("mine", self.strategy), ("plain", self.plain)]
         timings, pressures = {}, []
-        for role, loop in order if index % 2 == 0 else order[::-1]:
+        for role, loop in order if mine_first(index) else order[::-1]:
             stall, start = psi_cpu("total"), time.perf_counter()  # total: stalled microseconds
             timings[role] = loop.window(batches, tokens)
             wall, after = time.perf_counter() - start, psi_cpu("total")
@@ -291,7 +301,7 @@ class PairedRunner:
         same model and data, in ABBA order; (its window, the other's) in seconds."""
         loop = self.strategy
         mine = loop.grad_sync
-        order = [mine, other] if index % 2 == 0 else [other, mine]
+        order = [mine, other] if mine_first(index) else [other, mine]
         seconds = {}
         try:
             for flavour in order:

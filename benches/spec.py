@@ -8,6 +8,7 @@ of different settings never mix.
 from __future__ import annotations
 
 import dataclasses
+import zlib
 from typing import Any
 
 from benches.training import Recipe
@@ -82,7 +83,10 @@ class CaseSpec:
 
     @property
     def case_id(self) -> str:
+        # readable, and a short hash of the exact options: two option sets never share an id
         options = self.options.replace(":", "+").replace("=", "-")
+        if options:
+            options += f"+{zlib.crc32(self.options.encode()):08x}"
         return (
             f"{self.strategy}{f'+{options}' if options else ''}"
             f"{f'-{self.precision}' if self.precision != 'fp32' else ''}"

@@ -440,7 +440,10 @@ def flavour_table(entries: list[dict[str, Any]], judged: dict[str, Any]) -> list
     ``every`` on one model (verdicts.json's ``grad_sync``), collectives, memory per rank."""
     if not any(e.get("phases") and e["rows"][0].get("parallel", "none") != "none" for e in entries):
         return []
-    against = {(v["strategy"], v["k"], v["n"], v["a"]): v for v in judged.get("grad_sync", [])}
+    against = {
+        (v["strategy"], v["k"], v["n"], v["a"], v.get("case", {}).get("precision", "fp32")): v
+        for v in judged.get("grad_sync", [])
+    }
     out = []
     order = {"every": 0, "scatter": 1, "last": 2}
     for e in sorted(
@@ -462,7 +465,13 @@ def flavour_table(entries: list[dict[str, Any]], judged: dict[str, Any]) -> list
                 "overhead": stats.public(verdicts.overhead(e)),
                 "window": e["phases"]["window"],
                 "vs_every": against.get(
-                    (e["strategy"], e["accumulate"], e["live_tensors"], e["grad_sync"])
+                    (
+                        e["strategy"],
+                        e["accumulate"],
+                        e["live_tensors"],
+                        e["grad_sync"],
+                        e.get("precision", "fp32"),
+                    )
                 ),
                 "collectives": row.get("collectives_per_window") or {},
                 "held_bytes": verdicts.memory_figure(e, "held_bytes"),
@@ -668,7 +677,11 @@ def report(directory: str | Path) -> dict[str, Any]:
     flavour = main_flavour(every_case.values())
     precision = main_precision(every_case.values())
     main = {"grad_sync": flavour, "precision": precision}
-    cases = {key: e for key, e in every_case.items() if verdicts.case_fields(e) == main}
+
+    def in_main(case: dict[str, Any]) -> bool:
+        return all(case.get(key) == value for key, value in main.items())
+
+    cases = {key: e for key, e in every_case.items() if in_main(verdicts.case_fields(e))}
     entries = list(cases.values())
     ok_rows = [r for r in rows if r.get("status") == "ok"]
     first = ok_rows[0] if ok_rows else (rows[0] if rows else {})
@@ -678,7 +691,7 @@ def report(directory: str | Path) -> dict[str, Any]:
     judged_all = verdicts.verdicts(list(every_case.values()), min_effect_of(run))
     judged = {
         **judged_all,
-        "comparisons": [c for c in judged_all["comparisons"] if c["case"] == main],
+        "comparisons": [c for c in judged_all["comparisons"] if in_main(c["case"])],
     }
     result: dict[str, Any] = {
         "directory": directory,

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from reports import stats
-from reports.rows import finite
+from reports.rows import DEFAULTS, finite
 
 SCHEMA_VERSION = 1
 VERDICTS = "verdicts.json"
@@ -250,12 +250,17 @@ def comparison(
     }
 
 
+RECIPE = ("optimizer", "clip_norm", "compile", "compare_settings")
+
+
 def case_fields(entry: dict[str, Any]) -> dict[str, Any]:
     """The case's swept settings other than strategy, K and N: strategies are compared only
     with the same ones (a later axis lands here)."""
     return {
         "grad_sync": entry.get("grad_sync", "last"),
         "precision": entry.get("precision", "fp32"),
+        # the sweep's training loop (the same for every case of a sweep): what was judged
+        **{key: entry.get(key, DEFAULTS.get(key)) for key in RECIPE},
     }
 
 
@@ -349,7 +354,7 @@ def flavour_verdicts(
         floor = floors[(e["accumulate"], e["live_tensors"])]["floor"]
         low, high = result["ci_low"], result["ci_high"]
         if kind == "grad_sync":
-            sides = {"a": e["grad_sync"], "b": "every"}
+            sides = {"a": e["grad_sync"], "b": "every", "case": case_fields(e)}
         else:
             vs = e["rows"][0].get("settings_vs") or {}
             setting = vs.get("setting")

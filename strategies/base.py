@@ -20,6 +20,9 @@ class Strategy:
 
     #: the name it is registered under (set by the registry for built-in strategies)
     name: str = ""
+    #: how ranks may share the model where it runs (none, ddp, fsdp2, hsdp): a hint, so that a
+    #: sweep of ``all`` strategies leaves out the ones that would refuse; ``attach`` decides
+    runs_under: tuple[str, ...] = ("none", "ddp", "fsdp2", "hsdp")
 
     def attach(self, collector: GradientCollector) -> None:
         """Once, when a collector adopts this strategy: allocate buffers, register hooks."""

@@ -52,6 +52,7 @@ def clip_buffers_(
 
 class FlatStrategy(Strategy):
     name = "flat"
+    runs_under = ("none", "ddp")  # not FSDP2; DDP without bucket views
 
     def __init__(self, buffer_norm: bool = True) -> None:
         # buffer_norm=False: clip with clip_grad_norm_ over the parameters (the default hook),

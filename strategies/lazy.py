@@ -19,6 +19,7 @@ from strategies.base import Strategy
 
 class LazyStrategy(Strategy):
     name = "lazy"
+    runs_under = ("none", "ddp")  # its hooks never run under FSDP2
 
     def attach(self, collector) -> None:
         if collector.fsdp:

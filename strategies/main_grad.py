@@ -54,6 +54,7 @@ def _writes(param: torch.Tensor, main: torch.Tensor) -> _hooks.PreHook:
 
 class MainGradStrategy(Strategy):
     name = "main_grad"
+    runs_under = ("none",)  # DDP reads .grad in backward; FSDP2 never runs hooks
 
     def __init__(self, buffer_norm: bool = True) -> None:
         # buffer_norm=False: clip with clip_grad_norm_ over the parameters (the default hook),

@@ -512,3 +512,18 @@ def test_recipe_options_and_settings_compared_are_recorded_and_judged(tmp_path):
     (c,) = {(c["a"], c["b"]) for c in judged["comparisons"]}
     assert set(c) == {"native", "native:set_to_none=false"}
     assert judged["comparisons"][0]["case"]["precision"] == "bf16"
+
+
+def test_all_leaves_out_strategies_that_cannot_run_the_parallel_mode(tmp_path):
+    import strategies
+
+    def swept(*argv):
+        args = cli.build_parser().parse_args(["run", *argv, "--out", str(tmp_path / "x")])
+        return cli.resolve(args).strategies
+
+    assert swept() == strategies.available()
+    assert "main_grad" not in swept("--world-size", "2")  # DDP: main_grad refuses
+    fsdp2 = swept("--world-size", "2", "--parallel", "fsdp2")
+    assert not {"flat", "lazy", "main_grad"} & set(fsdp2) and "block" in fsdp2
+    # named, it still runs and fails its case with the reason (tested with DDP above)
+    assert swept("--strategies", "main_grad", "--world-size", "2") == ["main_grad"]

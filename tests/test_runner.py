@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
@@ -52,3 +54,50 @@ def test_the_plain_replica_carries_nothing_of_the_strategy():
     for a, b in zip(strategy_params, plain_params, strict=True):
         assert torch.equal(a, b)  # the same data and the same steps keep them the same
     runner.close()
+
+
+class _Mlp:
+    """A small workload of the protocol (benches/protocol.py): compiling it takes seconds."""
+
+    def __init__(self, settings) -> None:
+        torch.manual_seed(0)
+        self.model = torch.nn.Sequential(
+            torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4)
+        )
+        self.k = settings.accumulate
+
+    def batches(self, window: int) -> list:
+        gen = torch.Generator().manual_seed(window)
+        return [(torch.randn(8, 16, generator=gen), torch.randn(8, 4, generator=gen))] * self.k
+
+    def normaliser(self, batches) -> float:
+        return float(sum(len(x) for x, _ in batches))
+
+    def loss(self, batch, normaliser, module):
+        x, y = batch
+        return torch.nn.functional.mse_loss(module(x), y, reduction="sum") / normaliser
+
+
+def test_a_compiled_loop_compiles_before_its_windows_and_collects_the_eager_gradient():
+    from benches import protocol, training
+    from benches.runner import Loop
+
+    settings = protocol.Settings(device="cpu", accumulate=2)
+    workload = protocol.Bound(_Mlp(settings), settings)
+    workload.recipe = training.Recipe(compile=True, optimizer="sgd", clip_norm=1.0)
+    eager = Loop(workload, copy.deepcopy(workload.model), "main_grad",
+                 recipe=training.Recipe(optimizer="sgd", clip_norm=1.0))  # fmt: skip
+    loop = Loop(workload, workload.model, "main_grad")
+    assert loop.forward is not loop.module  # the window's forward goes through torch.compile
+    data = [(b, workload.window_tokens(b)) for b in (workload.batches(0), workload.batches(1))]
+    assert loop.warm(data) > 0
+    with training.no_recompile(True):  # a compile inside a window would raise here
+        for w in range(4):
+            for each in (loop, eager):
+                each.window(*data[w % 2], update=False)
+            for (n, g), (_, e) in zip(loop.grads().items(), eager.grads().items(), strict=True):
+                torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-7, msg=n)
+            loop.update()
+            eager.update()
+    loop.close()
+    eager.close()
