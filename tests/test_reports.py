@@ -978,7 +978,8 @@ def test_report_renders_in_chromium(sweep, browser, tmp_path):
     assert None not in tops, dict(zip(SECTIONS, tops, strict=True))
     assert tops == sorted(tops), "sections out of the page's order"
     boxes = chart_boxes(browser)
-    assert [b["name"] for b in boxes] == CHARTS
+    # one N in this sweep: no reset-against-N chart (the planted rows' page test has it)
+    assert [b["name"] for b in boxes] == [c for c in CHARTS if c != "reset-vs-live"]
     for box in boxes:
         assert box["width"] > 300 and box["height"] > 150, box
         assert box["texts"] > 5, box  # title, labels, ticks, legend are text
