@@ -507,6 +507,7 @@ def same_settings(sweep: Sweep) -> None:
     for name, value in recorded.items():
         if name in mine and value != mine[name]:
             raise UsageError(
-                f"--resume: {OPTION[name]} {mine[name]} differs from the run's {value} "
-                f"in {str(sweep.out)!r}; resume with the same settings, or use a new --out"
+                f"--resume: {OPTION[name]} {_spell(mine[name]) or '(none)'} differs from the "
+                f"run's {_spell(value) or '(none)'} in {str(sweep.out)!r}; resume with the same "
+                "settings, or use a new --out"
             )

@@ -98,7 +98,11 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: no CUDA GPU here; valid: --device cpu (a dry run)")
-    print(json.dumps(measure(args)))
+    try:
+        figures = measure(args)
+    except ValueError as err:  # a bad preset or length range: the workload's one line
+        parser.error(str(err))
+    print(json.dumps(figures))
     return 0
 
 

@@ -138,6 +138,14 @@ def pooled(rows: list[dict[str, Any]]) -> dict[tuple, dict[str, Any]]:
     return out
 
 
+def accepted(check: dict[str, Any]) -> tuple[float, float, str]:
+    """A gradient check's difference and tolerance against the reference that accepted it (the
+    float64 sum, or the same additions in the gradient's dtype), and which one."""
+    if check.get("accepted_by") == "same-order sum":
+        return check["same_order_max_rel_diff"], check["same_order_tolerance"], "same-order sum"
+    return check["max_rel_diff"], check["tolerance"], "float64 sum"
+
+
 def finite(value: Any) -> Any:
     """JSON has no NaN or infinity: a missing figure is null."""
     if isinstance(value, float) and not math.isfinite(value):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reports import verdicts
+from reports import rows, verdicts
 
 OVERHEAD_MAX, OVERHEAD_CI_MAX = 1.03, 1.05
 GLOBAL_GROWTH_MIN, BLOCK_GROWTH_MAX = 1.5, 1.2
@@ -110,15 +110,10 @@ def evaluate(
         checks = [c for _, found in here for c in found]
         # each window is checked against the float64 sum of its micro-batch gradients, or (a sum
         # kept in the gradient's dtype) against the same additions in that dtype
-        accepted = [
-            (c["same_order_max_rel_diff"], c["same_order_tolerance"])
-            if c.get("accepted_by") == "same-order sum"
-            else (c["max_rel_diff"], c["tolerance"])
-            for c in checks
-        ]
-        worst = max(diff for diff, _ in accepted)
-        low = min(tol for _, tol in accepted)
-        high = max(tol for _, tol in accepted)
+        by = [rows.accepted(c) for c in checks]
+        worst = max(diff for diff, _, _ in by)
+        low = min(tol for _, tol, _ in by)
+        high = max(tol for _, tol, _ in by)
         windows = min(c.get("windows", 1) for c in checks)
         same = sum(c.get("accepted_by") == "same-order sum" for c in checks)
         note = f" (or, {same} of them, the same additions in the gradient's dtype)" if same else ""
