@@ -13,14 +13,17 @@ from pathlib import Path
 from typing import Any
 
 from reports import stats, targets, verdicts
-from reports.rows import RESULTS, accepted, pooled, read, setting
+from reports.recipe import (
+    check_summary,
+    error_table,
+    main_precision,
+    precision_order,
+    recipe,
+    settings_table,
+)
+from reports.rows import REFERENCE, RESULTS, pooled, read, strategy_order
 
-REFERENCE = "native"  # PyTorch's own zero_grad: the table's reference column
 BASELINE = "baseline"  # rows of schema 1 only: today every case carries its plain loop
-
-
-def strategy_order(name: str) -> tuple:
-    return (name != REFERENCE, name)
 
 
 def _run_info(directory: Path) -> dict[str, Any]:
@@ -428,12 +431,6 @@ def cost_table(entries: list[dict[str, Any]], k: int) -> list[dict[str, Any]]:
     return out
 
 
-def main_precision(entries) -> str:
-    """The precision the report's tables show: fp32 if swept, else the first swept."""
-    precisions = [e.get("precision", "fp32") for e in entries]
-    return "fp32" if "fp32" in precisions or not precisions else precisions[0]
-
-
 def main_flavour(entries) -> str:
     """The grad_sync flavour the report's tables show: last if swept, else the first."""
     flavours = sorted({e["grad_sync"] for e in entries})
@@ -483,188 +480,6 @@ def flavour_table(entries: list[dict[str, Any]], judged: dict[str, Any]) -> list
                 "peak_bytes": verdicts.memory_figure(e, "peak_bytes"),
             }
         )
-    return out
-
-
-PRECISION_ORDER = ("fp32", "bf16-autocast", "bf16")  # the order precisions are listed in
-
-
-def precision_order(precision: str) -> tuple:
-    known = precision in PRECISION_ORDER
-    return (not known, PRECISION_ORDER.index(precision) if known else 0, precision)
-
-
-def _case_order(e: dict[str, Any]) -> tuple:
-    return (
-        strategy_order(e["strategy"]),
-        precision_order(e.get("precision", "fp32")),
-        e["accumulate"],
-        e["live_tensors"],
-    )
-
-
-def error_table(entries: list[dict[str, Any]], flavour: str) -> list[dict[str, Any]]:
-    """One line per strategy, precision and K (every precision, the main grad_sync flavour, the
-    smallest N): the window gradient's error figures from the case's first ok row (its other
-    processes ran the same windows on the same data: the same figures), and its gradient check.
-    Empty when no row has the figures (rows written before they existed)."""
-    out: list[dict[str, Any]] = []
-    seen: set[tuple] = set()
-    for e in sorted(entries, key=_case_order):
-        key = (e["strategy"], e.get("precision", "fp32"), e["accumulate"])
-        if e.get("grad_sync", "last") != flavour or key in seen:
-            continue
-        row = next((r for r in e.get("rows", []) if r.get("accumulation_error")), None)
-        if row is None:
-            continue
-        seen.add(key)
-        checks = [r["grad_check"] for r in e["rows"] if r.get("grad_check")]
-        out.append(
-            {
-                "strategy": e["strategy"],
-                "precision": key[1],
-                "k": e["accumulate"],
-                "n": e["live_tensors"],
-                "accumulation": row["accumulation_error"],
-                "total": row.get("total_error") or {},
-                # against the reference that accepted each window (rows.accepted)
-                "tolerance": max((accepted(c)[1] for c in checks), default=None),
-                "check_max_rel": max((accepted(c)[0] for c in checks), default=None),
-                "check_by": sorted({accepted(c)[2] for c in checks}),
-                "check_ok": all(c["ok"] for c in checks) if checks else None,
-                "windows": min((c.get("windows", 1) for c in checks), default=None),
-            }
-        )
-    return out
-
-
-def check_summary(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per precision: how many ok cases' gradient checks passed (every strategy, K, N and
-    flavour), the worst max relative difference and the range of tolerances (derived from the
-    precision and K)."""
-    out = []
-    for precision in sorted({e.get("precision", "fp32") for e in entries}, key=precision_order):
-        checks = [
-            [r["grad_check"] for r in e["rows"] if r.get("grad_check")]
-            for e in entries
-            if e.get("precision", "fp32") == precision and e.get("rows")
-        ]
-        checks = [c for c in checks if c]
-        if not checks:
-            continue
-        every = [c for case in checks for c in case]
-        out.append(
-            {
-                "precision": precision,
-                "cases": len(checks),
-                "passed": sum(all(c["ok"] for c in case) for case in checks),
-                "worst": max(accepted(c)[0] for c in every),
-                "tolerance_min": min(accepted(c)[1] for c in every),
-                "tolerance_max": max(accepted(c)[1] for c in every),
-            }
-        )
-    return out
-
-
-def _join(values) -> str:
-    return ", ".join(str(v) for v in values)
-
-
-def recipe(
-    rows: list[dict[str, Any]], entries: list[dict[str, Any]], sweep: dict[str, Any]
-) -> dict[str, Any]:
-    """The training recipe every case ran with (optimizer, clip norm, compile,
-    --compare-settings; each the same in every row of one sweep), strategy options, the
-    compile time per strategy (median over its processes) and each case's MFU (where measured)."""
-    ok = [r for r in rows if r.get("status") == "ok"] or rows
-
-    def values(key: str) -> list[Any]:
-        found = []
-        for row in ok:
-            value = setting(row, key)
-            if value not in found:
-                found.append(value)
-        return found or [sweep.get(key)]
-
-    compile_s: dict[str, list[float]] = {}
-    mfu = []
-    for e in sorted(entries, key=_case_order):
-        for r in e.get("rows", []):
-            if r.get("compile_s") is not None:
-                compile_s.setdefault(e["strategy"], []).append(r["compile_s"])
-        figures = [r["mfu"] for r in e.get("rows", []) if r.get("mfu")]
-        if figures:
-            mfu.append(
-                {
-                    "strategy": e["strategy"],
-                    "precision": e.get("precision", "fp32"),
-                    "k": e["accumulate"],
-                    "n": e["live_tensors"],
-                    "value": statistics.median(f["value"] for f in figures),
-                    "peak_flops": figures[0].get("peak_flops"),
-                    "measure": figures[0].get("measure"),
-                }
-            )
-    options = {e["strategy"]: (e["name"], e["options"]) for e in entries if e.get("options")}
-    return {
-        "optimizer": _join(values("optimizer")),
-        "clip_norm": _join("none" if v is None else str(float(v)) for v in values("clip_norm")),
-        "compile": any(bool(v) for v in values("compile")),
-        "compare_settings": _join(v for v in values("compare_settings") if v),
-        "options": [
-            {"strategy": label, "name": name, "options": text}
-            for label, (name, text) in sorted(options.items(), key=lambda x: strategy_order(x[0]))
-        ],
-        "compile_s": [
-            {"strategy": s, "median_s": statistics.median(v), "processes": len(v)}
-            for s, v in sorted(compile_s.items(), key=lambda x: strategy_order(x[0]))
-        ],
-        "mfu": mfu,
-    }
-
-
-def _fields(case: dict[str, Any]) -> tuple[str, str]:
-    """(precision, grad_sync) of a pooled entry or of a verdict's ``case``."""
-    return case.get("precision", "fp32"), case.get("grad_sync", "last")
-
-
-def settings_table(entries: list[dict[str, Any]], judged: dict[str, Any]) -> list[dict[str, Any]]:
-    """--compare-settings: one line per case (every precision), its loop against the same
-    strategy's loop with the other setting, as verdicts.json's ``settings`` states it, with the
-    case's compile time (median over its processes; None without --compile)."""
-    by_case = {(e["strategy"], *_fields(e), e["accumulate"], e["live_tensors"]): e for e in entries}
-    out = []
-    for c in judged.get("settings", []):
-        case = c.get("case") or {}
-        precision, flavour = _fields(case)
-        e = by_case.get((c["strategy"], precision, flavour, c["k"], c["n"]), {})
-        compiled = [r["compile_s"] for r in e.get("rows", []) if r.get("compile_s") is not None]
-        out.append(
-            {
-                "strategy": c["strategy"],
-                "precision": precision,
-                "grad_sync": flavour,
-                "k": c["k"],
-                "n": c["n"],
-                "a": c["a"],
-                "b": c["b"],
-                # "SETTING=VALUE" on both sides: the setting once, then each side's value
-                "setting": c["a"].partition("=")[0],
-                "a_value": c["a"].partition("=")[2],
-                "b_value": c["b"].partition("=")[2],
-                "comparison": c,
-                "compile_s": statistics.median(compiled) if compiled else None,
-            }
-        )
-    out.sort(
-        key=lambda line: (
-            strategy_order(line["strategy"]),
-            precision_order(line["precision"]),
-            line["grad_sync"],
-            line["k"],
-            line["n"],
-        )
-    )
     return out
 
 

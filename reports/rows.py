@@ -105,6 +105,14 @@ def setting(row: dict[str, Any], key: str) -> Any:
     return DEFAULTS.get(key)
 
 
+REFERENCE = "native"  # PyTorch's own zero_grad: the reports' reference strategy, listed first
+
+
+def strategy_order(name: str) -> tuple:
+    """The order reports list strategies in: the reference first, then by name."""
+    return (name != REFERENCE, name)
+
+
 def label(strategy: str, options: str) -> str:
     """``name`` or ``name:k=v:k2=v2``: how reports and verdicts.json name a strategy case."""
     return f"{strategy}:{options}" if options else strategy
