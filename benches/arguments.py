@@ -16,6 +16,7 @@ from typing import Any
 from benches import envinfo, gradients, memory, protocol, results, training
 from benches.spec import OPTION, SWEEP_IDENTITY, parse_options
 from benches.workload import PRESETS
+from reports.rows import spell
 
 DEFAULT_RUNS = envinfo.ROOT / "reports" / "runs"
 DEVICES = ("auto", "cpu", "cuda")
@@ -366,14 +367,8 @@ def strategy_label(text: str, known: list[str]) -> str:
         raise UsageError(f"--strategies {text!r}: {err}".replace("\n", " ")) from None
     if not parsed:
         return name
-    canonical = ":".join(f"{k}={_spell(v)}" for k, v in sorted(parsed.items()))
+    canonical = ":".join(f"{k}={spell(v)}" for k, v in sorted(parsed.items()))
     return f"{name}:{canonical}"
-
-
-def _spell(value: Any) -> str:
-    if isinstance(value, bool):
-        return str(value).lower()
-    return "none" if value is None else str(value)
 
 
 def recipe_settings(args: argparse.Namespace) -> dict[str, Any]:
@@ -404,7 +399,7 @@ def recipe_settings(args: argparse.Namespace) -> dict[str, Any]:
             setting, value = training.parse_setting(compare)
         except ValueError as err:
             raise UsageError(str(err)) from None
-        compare = f"{setting}={_spell(value)}"
+        compare = f"{setting}={spell(value)}"
     return {
         "precision": list(dict.fromkeys(precision)),
         "optimizer": args.optimizer,
@@ -507,7 +502,7 @@ def same_settings(sweep: Sweep) -> None:
     for name, value in recorded.items():
         if name in mine and value != mine[name]:
             raise UsageError(
-                f"--resume: {OPTION[name]} {_spell(mine[name]) or '(none)'} differs from the "
-                f"run's {_spell(value) or '(none)'} in {str(sweep.out)!r}; resume with the same "
+                f"--resume: {OPTION[name]} {spell(mine[name]) or '(none)'} differs from the "
+                f"run's {spell(value) or '(none)'} in {str(sweep.out)!r}; resume with the same "
                 "settings, or use a new --out"
             )

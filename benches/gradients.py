@@ -30,6 +30,34 @@ class GradientCheckError(RuntimeError):
     """A strategy's window gradient differs from the reference beyond the tolerance."""
 
 
+def reference_sums(
+    workload,
+    batches,
+    tokens: float,
+    model: torch.nn.Module | None = None,
+    module: torch.nn.Module | None = None,
+    precision: str | None = None,
+    sum_dtypes: tuple[torch.dtype | None, ...] = (torch.float64,),
+) -> list[dict[str, torch.Tensor]]:
+    """The window's gradient without any strategy, one pass: autograd.grad per micro-batch
+    (through ``module``, default the model, at the precision, default the case's), summed in
+    each of ``sum_dtypes`` (None: in the gradients' own dtype, the additions autograd makes)."""
+    model = model if model is not None else workload.model
+    module = module if module is not None else model
+    names, params = zip(*model.named_parameters(), strict=True)
+    totals: list[list[torch.Tensor | None]] = [[None] * len(params) for _ in sum_dtypes]
+    extra = () if precision is None else (precision,)  # a bare workload (tests) has none
+    for batch in batches:
+        loss = workload.loss(batch, tokens, module, *extra)
+        grads = torch.autograd.grad(loss, params, allow_unused=True)
+        for total, dtype in zip(totals, sum_dtypes, strict=True):
+            for i, g in enumerate(grads):
+                if g is not None:
+                    g = g if dtype is None else g.to(dtype)
+                    total[i] = g if total[i] is None else total[i] + g
+    return [{n: t for n, t in zip(names, total, strict=True) if t is not None} for total in totals]
+
+
 def reference_grads(
     workload,
     batches,
@@ -39,73 +67,55 @@ def reference_grads(
     precision: str | None = None,
     sum_dtype: torch.dtype | None = torch.float64,
 ) -> dict[str, torch.Tensor]:
-    """The window's gradient without any strategy: autograd.grad per micro-batch (through
-    ``module``, default the model, at the precision, default the case's), summed in float64
-    (``sum_dtype=None``: in the gradients' own dtype, the additions autograd makes)."""
-    model = model if model is not None else workload.model
-    module = module if module is not None else model
-    names, params = zip(*model.named_parameters(), strict=True)
-    total: list[torch.Tensor | None] = [None] * len(params)
-    for batch in batches:
-        # a bare workload (tests) has no precision to apply
-        extra = () if precision is None else (precision,)
-        loss = workload.loss(batch, tokens, module, *extra)
-        grads = torch.autograd.grad(loss, params, allow_unused=True)
-        for i, g in enumerate(grads):
-            if g is not None:
-                g = g if sum_dtype is None else g.to(sum_dtype)
-                total[i] = g if total[i] is None else total[i] + g
-    return {n: t for n, t in zip(names, total, strict=True) if t is not None}
+    """``reference_sums`` in one dtype: float64 unless ``sum_dtype`` says otherwise."""
+    return reference_sums(workload, batches, tokens, model, module, precision, (sum_dtype,))[0]
 
 
 def float64_grads(workload, batches, tokens: float, model: torch.nn.Module) -> dict:
     """The window's gradient of a float64 copy of ``model`` on the same data (no autocast)."""
     from benches.runner import replica
 
-    copied = replica(model).to(torch.float64)
-    try:
-        return reference_grads(workload, batches, tokens, copied, precision="fp32")
-    finally:
-        del copied
+    return reference_grads(
+        workload, batches, tokens, replica(model).to(torch.float64), precision="fp32"
+    )
+
+
+def _compare(got: dict[str, torch.Tensor | None], expected: dict[str, torch.Tensor]) -> dict:
+    """A window's gradient against a reference, in float64: the largest absolute difference,
+    the largest relative to each parameter's largest reference value (and which parameter), and
+    ||diff|| / ||ref|| over all parameters concatenated. A missing gradient counts as zeros."""
+    max_abs = max_rel = diff_sq = ref_sq = 0.0
+    worst = None
+    for name, ref in expected.items():
+        g = got.get(name)
+        ref = ref.double()
+        diff = (ref if g is None else g.double() - ref).abs()
+        largest, scale = diff.max().item(), ref.abs().max().item()
+        rel = largest / scale if scale > 0 else (0.0 if largest == 0 else float("inf"))
+        max_abs = max(max_abs, largest)
+        if rel > max_rel:
+            max_rel, worst = rel, name
+        diff_sq += diff.square().sum().item()
+        ref_sq += ref.square().sum().item()
+    norm_rel = (diff_sq**0.5) / (ref_sq**0.5) if ref_sq > 0 else 0.0
+    return {"max_abs": max_abs, "max_rel": max_rel, "worst": worst, "norm_rel": norm_rel}
 
 
 def errors(got: dict[str, torch.Tensor | None], expected: dict[str, torch.Tensor]) -> dict:
     """``max_rel`` and ``norm_rel`` of a window's gradient against a float64 reference."""
-    max_rel, diff_sq, ref_sq = 0.0, 0.0, 0.0
-    for name, ref in expected.items():
-        g = got.get(name)
-        diff = (ref if g is None else g.to(torch.float64) - ref).abs()
-        scale = ref.abs().max().item()
-        worst = diff.max().item()
-        rel = worst / scale if scale > 0 else (0.0 if worst == 0 else float("inf"))
-        max_rel = max(max_rel, rel)
-        diff_sq += diff.square().sum().item()
-        ref_sq += ref.square().sum().item()
-    return {
-        "max_rel": max_rel,
-        "norm_rel": (diff_sq**0.5) / (ref_sq**0.5) if ref_sq > 0 else 0.0,
-    }
+    found = _compare(got, expected)
+    return {"max_rel": found["max_rel"], "norm_rel": found["norm_rel"]}
 
 
 def grad_check(got: dict[str, torch.Tensor | None], expected, tolerance: float) -> dict[str, Any]:
     """Largest absolute and relative (to the reference's largest value) difference; ok or not."""
-    max_abs = max_rel = 0.0
-    worst = None
-    for name, ref in expected.items():
-        g = got.get(name)
-        g = torch.zeros_like(ref) if g is None else g
-        diff = (g.double() - ref.double()).abs().max().item()
-        scale = ref.double().abs().max().item()
-        rel = diff / scale if scale > 0 else (0.0 if diff == 0 else float("inf"))
-        max_abs = max(max_abs, diff)
-        if rel > max_rel:
-            max_rel, worst = rel, name
+    found = _compare(got, expected)
     return {
-        "max_abs_diff": max_abs,
-        "max_rel_diff": max_rel,
+        "max_abs_diff": found["max_abs"],
+        "max_rel_diff": found["max_rel"],
         "tolerance": tolerance,
-        "ok": max_rel <= tolerance,
-        "worst_parameter": worst,
+        "ok": found["max_rel"] <= tolerance,
+        "worst_parameter": found["worst"],
     }
 
 
@@ -153,12 +163,12 @@ def check_windows(
         sharded = parallel is not None and parallel.sharded
         model = parallel.unsharded(loop.model) if sharded else loop.model
         module = None if ranks else loop.forward
-        expected = reference_grads(workload, every, every_tokens, model, module)
-        same_order = (
-            None
-            if ranks
-            else reference_grads(workload, every, every_tokens, model, module, sum_dtype=None)
+        # one pass: the float64 sum, and (one process) the sum in the gradients' own dtype
+        dtypes = (torch.float64,) if ranks else (torch.float64, None)
+        expected, *rest = reference_sums(
+            workload, every, every_tokens, model, module, sum_dtypes=dtypes
         )
+        same_order = rest[0] if rest else None
         total = float64_grads(workload, every, every_tokens, model) if w == 0 else None
         del model
         loop.window(batches, tokens, update=False)

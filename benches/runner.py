@@ -37,22 +37,17 @@ PHASES = ("reset", "forward", "backward", "update", "window")
 
 
 def replica(model: torch.nn.Module) -> torch.nn.Module:
-    """A copy with the same weights and no gradients (the original keeps its own), nor any
-    tensor a strategy hung on a parameter (``main_grad``'s fp32 view): those are its own."""
+    """A copy with the same weights and no gradients (the original keeps its own; a deep copy
+    of a Parameter copies its data only, not what a strategy hung on it, e.g. ``main_grad``)."""
     params = list(model.parameters())
     grads = [p.grad for p in params]
-    extras = [{k: v for k, v in vars(p).items() if isinstance(v, torch.Tensor)} for p in params]
-    for p, extra in zip(params, extras, strict=True):
+    for p in params:
         p.grad = None
-        for key in extra:
-            delattr(p, key)
     try:
         return copy.deepcopy(model)
     finally:
-        for p, g, extra in zip(params, grads, extras, strict=True):
+        for p, g in zip(params, grads, strict=True):
             p.grad = g
-            for key, value in extra.items():
-                setattr(p, key, value)
 
 
 def fresh_replica(model: torch.nn.Module, parallel=None) -> torch.nn.Module:

@@ -113,6 +113,13 @@ def strategy_order(name: str) -> tuple:
     return (name != REFERENCE, name)
 
 
+def spell(value: Any) -> str:
+    """A setting's value as the command line spells it: true, false, none, 1.0, adamw."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    return "none" if value is None else str(value)
+
+
 def label(strategy: str, options: str) -> str:
     """``name`` or ``name:k=v:k2=v2``: how reports and verdicts.json name a strategy case."""
     return f"{strategy}:{options}" if options else strategy

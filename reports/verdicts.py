@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from reports import stats
-from reports.rows import DEFAULTS, finite
+from reports.rows import DEFAULTS, finite, spell
 
 SCHEMA_VERSION = 1
 VERDICTS = "verdicts.json"
@@ -359,8 +359,8 @@ def flavour_verdicts(
             vs = e["rows"][0].get("settings_vs") or {}
             setting = vs.get("setting")
             sides = {
-                "a": f"{setting}={_spell(vs.get('mine'))}",
-                "b": f"{setting}={_spell(vs.get('other'))}",
+                "a": f"{setting}={spell(vs.get('mine'))}",
+                "b": f"{setting}={spell(vs.get('other'))}",
                 "case": case_fields(e),
             }
         out.append(
@@ -378,12 +378,6 @@ def flavour_verdicts(
             }
         )
     return out
-
-
-def _spell(value: Any) -> str:
-    if isinstance(value, bool):
-        return str(value).lower()
-    return "none" if value is None else str(value)
 
 
 def lookup(
