@@ -26,8 +26,9 @@ from typing import ClassVar
 
 import torch
 
-from benches import protocol
-from benches.protocol import Bound as Workload
+from benches.engine import bound
+from benches.engine.bound import Bound as Workload
+from benches.workloads import protocol
 
 # Every strategy the suite knows, written out: asv parameters must not depend on the installed
 # version (numpy's rule), or results of different commits would not line up.
@@ -58,7 +59,7 @@ def workload(
     accumulate: int = 1, live_tensors: int = 0, device: str = "cpu", precision: str = "fp32"
 ) -> Workload:
     """The seeded workload: each window gets its own model, so collectors never share one."""
-    return protocol.build(
+    return bound.build(
         WORKLOAD,
         protocol.Settings(
             device=device,
@@ -222,7 +223,7 @@ class PlainWindow(Window):
 
     Built from its own workload with the suite's seed, so its weights are those of the strategy's
     replica (every ``workload()`` builds the same weights), and it sees the same batches. Each of
-    its windows drops its gradients at the end (``set_to_none``), as ``benches.runner`` does, so
+    its windows drops its gradients at the end (``set_to_none``), as the engine's runner does, so
     a process-wide search (``global``) finds nothing of it while the strategy's windows run.
     """
 

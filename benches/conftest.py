@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from benches import envinfo
+from benches.engine import envinfo
 
 HERE = Path(__file__).resolve().parent
 _order = pytest.StashKey[dict]()

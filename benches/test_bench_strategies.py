@@ -6,7 +6,7 @@ before the next one, and afterwards checks the gradients it produced against a r
 computed without any strategy. The order of the benchmarks is shuffled per session
 (benches/conftest.py; ZEROGRAD_BENCH_SEED=N repeats an order). ZEROGRAD_BENCH_PRESET picks the
 preset (default tiny; ``nox -s bench -- --preset X`` sets it to the sweep's preset),
-ZEROGRAD_BENCH_WORKLOAD the workload (MODULE:FACTORY, benches/protocol.py; ``nox -s bench --
+ZEROGRAD_BENCH_WORKLOAD the workload (MODULE:FACTORY, workloads/protocol.py; ``nox -s bench --
 --workload X`` sets it), and ZEROGRAD_BENCH_THREADS the torch threads (default 1: steady on a
 shared machine).
 """
@@ -20,9 +20,10 @@ import pytest
 import torch
 
 import strategies
-from benches import protocol, training
-from benches.gradients import accepted, reference_grads
-from benches.protocol import Bound as Workload
+from benches.engine import bound, training
+from benches.engine.bound import Bound as Workload
+from benches.engine.gradients import accepted, reference_grads
+from benches.workloads import protocol
 
 PRESET = os.environ.get("ZEROGRAD_BENCH_PRESET", "tiny")
 WORKLOAD = os.environ.get("ZEROGRAD_BENCH_WORKLOAD", protocol.DEFAULT)
@@ -44,7 +45,7 @@ def build():
     made = []
 
     def make(strategy: str, accumulate: int = 1, live_tensors: int = 0, precision: str = "fp32"):
-        workload = protocol.build(
+        workload = bound.build(
             WORKLOAD,
             protocol.Settings(
                 device=DEVICE,

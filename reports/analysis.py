@@ -518,7 +518,7 @@ def report(directory: str | Path) -> dict[str, Any]:
     result: dict[str, Any] = {
         "directory": directory,
         "world_size": max((r.get("world_size") or 1 for r in rows), default=1),
-        "workload": first.get("workload", "benches.workload:workload"),
+        "workload": first.get("workload", "benches.workloads.transformer:workload"),
         "has_sync": any("sync" in (r.get("phases") or {}) for r in ok_rows),
         "run": run,
         "sweep": sweep,

@@ -13,7 +13,7 @@ from reports import stats
 
 RESULTS = "results.jsonl"
 PHASES = ("reset", "forward", "backward", "update", "window", "sync")  # sync: DDP only
-# a case's identity: every setting that changes its figures (benches.spec uses the same list)
+# a case's identity: every setting that changes its figures (benches.engine.spec uses the same list)
 SWEEP_IDENTITY = (
     "workload",
     "preset",
@@ -45,7 +45,7 @@ DEFAULTS = {
     "parallel": "none",
     "grad_sync": "last",
     "mesh": "",
-    "workload": "benches.workload:workload",
+    "workload": "benches.workloads.transformer:workload",
     "options": "",
     "optimizer": "adamw",
     "clip_norm": None,

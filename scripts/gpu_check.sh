@@ -12,10 +12,10 @@ mkdir -p "$OUT"
 timeout 80 python -m pytest -q -m cuda -p no:cacheprovider tests/test_strategies.py \
     tests/test_main_grad.py tests/test_runner.py tests/test_core.py > "$OUT/cuda_tests.txt" 2>&1
 for batch in 64 256; do
-    timeout 40 python -m benches.mfu --preset big --batch-size "$batch" --min-len 32 --max-len 128 \
+    timeout 40 python -m benches mfu --preset big --batch-size "$batch" --min-len 32 --max-len 128 \
         --fused-only >> "$OUT/mfu.jsonl" 2>> "$OUT/mfu.err"
 done
-timeout 100 python -m benches.mfu --preset big --batch-size 256 --min-len 32 --max-len 128 \
+timeout 100 python -m benches mfu --preset big --batch-size 256 --min-len 32 --max-len 128 \
     --compile >> "$OUT/mfu.jsonl" 2>> "$OUT/mfu.err"
 timeout 200 python -m benches run --device cuda --preset base --accumulate 4 --live-tensors 0 \
     --precision fp32,bf16-autocast --strategies native,flat,main_grad --repeat 6 --warmup 1 \

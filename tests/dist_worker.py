@@ -15,17 +15,18 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 import strategies
-from benches import protocol
-from benches.distributed import CollectiveCounter
-from benches.gradients import grad_check, reference_grads
-from benches.protocol import Bound as Workload
+from benches.engine import bound
+from benches.engine.bound import Bound as Workload
+from benches.engine.distributed import CollectiveCounter
+from benches.engine.gradients import grad_check, reference_grads
+from benches.workloads import protocol
 
 K = 3
 
 
 def tiny_workload() -> Workload:
     """The reference workload as the engine holds it (distributed normaliser included)."""
-    return protocol.build(protocol.DEFAULT, protocol.Settings(device="cpu", accumulate=K))
+    return bound.build(protocol.DEFAULT, protocol.Settings(device="cpu", accumulate=K))
 
 
 def rank_batches(workload: Workload, rank: int, world: int, window: int = 0):
@@ -108,7 +109,7 @@ def run_sharded(
     rank: int, world: int, port: int, out: str, names: list[str], mesh: tuple[int, ...]
 ) -> None:
     """FSDP2 (1-D mesh) or HSDP (2-D): every strategy in every flavour its mesh allows."""
-    from benches.distributed import GRAD_SYNC, Parallel
+    from benches.engine.distributed import GRAD_SYNC, Parallel
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=world)
@@ -128,7 +129,7 @@ def run_sharded(
 
 
 def check_sharded(rank: int, world: int, parallel, name: str, flavour: str) -> dict:
-    from benches.distributed import full
+    from benches.engine.replicas import full
 
     case = {"strategy": name, "grad_sync": flavour}
     workload = tiny_workload()

@@ -20,7 +20,12 @@ import strategies
 from benches import asv_common
 
 ROOT = Path(__file__).resolve().parents[1]
-BENCHES = sorted(p.stem for p in (ROOT / "benches").glob("*.py"))
+# every module asv imports, the wings' included: "sweep.cli", "asv_common", ...
+BENCHES = sorted(
+    ".".join(p.relative_to(ROOT / "benches").with_suffix("").parts).removesuffix(".__init__")
+    for p in (ROOT / "benches").rglob("*.py")
+    if p.name != "__init__.py" or p.parent != ROOT / "benches"
+)
 BENCHMARK_PREFIXES = ("time_", "peakmem_", "mem_", "track_", "timeraw_")
 
 
@@ -109,10 +114,10 @@ for name in names:
         continue
     code = 1
     try:
-        out = os.path.join(root, "out", name)
+        out = os.path.join(root, "out", name.replace(".", "-"))
         for fd, suffix in ((1, ".stdout"), (2, ".stderr")):
             os.dup2(os.open(out + suffix, os.O_WRONLY | os.O_CREAT), fd)
-        os.chdir(os.path.join(root, "cwd", name))
+        os.chdir(os.path.join(root, "cwd", name.replace(".", "-")))
         module = importlib.import_module("benches." + name)
         odd = [
             n for n, obj in vars(module).items()
@@ -134,17 +139,17 @@ sys.exit(1 if failed else 0)
 
 
 def test_every_benches_module_imports_without_side_effects(tmp_path):
-    assert {"asv_common", "asv_strategies"} <= set(BENCHES)
+    assert {"asv_common", "asv_strategies", "engine.case", "sweep.cli"} <= set(BENCHES)
     env = {
         **os.environ,
         "PYTHONPATH": str(ROOT),
         "PYTHONDONTWRITEBYTECODE": "1",
         "ZEROGRAD_ASV_PRESET": "tiny",
     }
-    before = sorted(p.name for p in (ROOT / "benches").iterdir())
+    before = sorted(str(p) for p in (ROOT / "benches").rglob("*") if "__pycache__" not in str(p))
     (tmp_path / "out").mkdir()
     for name in BENCHES:
-        (tmp_path / "cwd" / name).mkdir(parents=True)
+        (tmp_path / "cwd" / name.replace(".", "-")).mkdir(parents=True)
     done = subprocess.run(
         [
             *(sys.executable, "-c", _IMPORT_PROBE),
@@ -157,16 +162,19 @@ def test_every_benches_module_imports_without_side_effects(tmp_path):
         timeout=120,
     )
     for name in BENCHES:
-        out = tmp_path / "out" / name
+        out = tmp_path / "out" / name.replace(".", "-")
         err = out.with_suffix(".stderr").read_text()
         assert out.with_suffix(".odd").exists(), f"benches.{name} failed to import:\n{err}"
         printed = out.with_suffix(".stdout").read_text()
         assert printed == "" and err == "", f"benches.{name} printed at import:\n{printed}{err}"
         not_benchmarks = out.with_suffix(".odd").read_text()
         assert not_benchmarks == "", f"benches.{name} has non-benchmark {not_benchmarks}"
-        assert list((tmp_path / "cwd" / name).iterdir()) == [], f"benches.{name} wrote files"
+        assert list((tmp_path / "cwd" / name.replace(".", "-")).iterdir()) == [], (
+            f"benches.{name} wrote files"
+        )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert sorted(p.name for p in (ROOT / "benches").iterdir()) == before
+    after = sorted(str(p) for p in (ROOT / "benches").rglob("*") if "__pycache__" not in str(p))
+    assert after == before
 
 
 def test_asv_check_passes_in_the_current_environment(tmp_path):

@@ -1,4 +1,4 @@
-"""Bring your own workload (benches/protocol.py), memory over time, and the cost model."""
+"""Bring your own workload (benches/workloads/protocol.py), memory over time, and the cost model."""
 
 from __future__ import annotations
 
@@ -13,8 +13,10 @@ import conftest
 import pytest
 import torch
 
-from benches import cli, costmodel, memory, protocol
-from benches.runner import PairedRunner
+from benches.engine import bound, costmodel, memory
+from benches.engine.runner import PairedRunner
+from benches.sweep import cli
+from benches.workloads import protocol
 from reports.rows import read
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -75,7 +77,7 @@ def test_a_bad_workload_is_a_usage_error_of_one_line(spec, named, bad_workloads,
 
 
 def test_the_protocol_checks_the_number_of_micro_batches():
-    made = protocol.build(CONVNET, protocol.Settings(device="cpu", accumulate=3))
+    made = bound.build(CONVNET, protocol.Settings(device="cpu", accumulate=3))
     assert len(made.batches(0)) == 3
     made.settings = protocol.Settings(device="cpu", accumulate=2)
     with pytest.raises(protocol.WorkloadError, match="gave 3 micro-batches; valid: K = 2"):
@@ -83,7 +85,7 @@ def test_the_protocol_checks_the_number_of_micro_batches():
 
 
 def test_the_engine_makes_the_ballast_of_a_workload_without_one():
-    made = protocol.build(CONVNET, protocol.Settings(device="cpu", live_tensors=5))
+    made = bound.build(CONVNET, protocol.Settings(device="cpu", live_tensors=5))
     assert len(made.ballast) == 5 and all(t.grad is not None for t in made.ballast)
 
 
@@ -124,7 +126,7 @@ def test_a_tiny_sweep_of_an_example_workload_checks_gradients(spec, names, tmp_p
 def test_native_frees_gradients_between_windows_and_lazy_keeps_them(tmp_path):
     pytest.importorskip("memray")
     settings = protocol.Settings(device="cpu", accumulate=1, preset="tiny")
-    made = protocol.build(protocol.DEFAULT, settings)
+    made = bound.build(protocol.DEFAULT, settings)
     data = [(b, made.window_tokens(b)) for b in (made.batches(0), made.batches(1))]
     grads = sum(p.numel() * 4 for p in made.model.parameters())
     dip = {}
@@ -143,7 +145,7 @@ def test_native_frees_gradients_between_windows_and_lazy_keeps_them(tmp_path):
 
 # -- the cost model -----------------------------------------------------------------------------
 def _counts(name: str, live: int = 0) -> tuple[dict, int, int]:
-    made = protocol.build(
+    made = bound.build(
         protocol.DEFAULT, protocol.Settings(device="cpu", accumulate=2, live_tensors=live)
     )
     runner = PairedRunner(made, name)

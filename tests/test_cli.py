@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import QUICK, run_reports
 
-from benches import cli
+from benches.sweep import cli
 from reports.rows import read
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -360,9 +360,36 @@ def test_rows_of_an_older_schema_are_refused_in_one_line(tmp_path):
 
 def test_case_without_arguments_is_a_usage_line():
     done = subprocess.run(
-        [sys.executable, "-m", "benches.case"], cwd=ROOT, capture_output=True, text=True
+        [sys.executable, "-m", "benches.engine.case"], cwd=ROOT, capture_output=True, text=True
     )
-    assert done.returncode == 2 and done.stderr.startswith("usage: python -m benches.case")
+    assert done.returncode == 2 and done.stderr.startswith("usage: python -m benches.engine.case")
+
+
+def test_case_by_hand_takes_the_sweeps_flags_and_writes_a_sweeps_row(tmp_path):
+    def case(*args):
+        return subprocess.run(
+            [sys.executable, "-m", "benches", "case", *args],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
+
+    done = case("--strategy", "lazy", "--repeat", "2", "--warmup", "0", "--out", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    (row,) = read(tmp_path)
+    assert row["status"] == "ok" and row["strategy"] == "lazy"
+    assert (row["accumulate"], row["live_tensors"], row["preset"]) == (4, 0, "tiny")
+    assert row["workload"] == "benches.workloads.transformer:workload"
+    for bad, word in (
+        (["--strategy", "lazy", "--accumulate", "1,4"], "'1,4' has 2 values"),
+        (["--strategy", "bogus"], "unknown strategy 'bogus'"),
+        (["--strategy", "lazy", "--preset", "huge"], "unknown preset 'huge'"),
+        (["--strategy", "lazy"], "needs --out DIR"),
+    ):
+        done = case(*bad, *(["--out", str(tmp_path)] if "--out" not in word else []))
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+        assert word in done.stderr, done.stderr
+    assert len(read(tmp_path)) == 1
 
 
 def test_readme_plugin_example_runs_in_a_sweep(tmp_path):
@@ -425,7 +452,7 @@ def test_world_size_two_runs_ddp_ranks_with_a_sync_phase(plugin_dir, tmp_path):
 def test_fsdp2_sweep_measures_both_flavours_paired_with_collectives(tmp_path):
     out = tmp_path / "run"
     args = [*QUICK, "--accumulate", "2", "--world-size", "2", "--parallel", "fsdp2"]
-    # a workload of the user's own (the protocol, benches/protocol.py) runs sharded too
+    # a workload of the user's own (the protocol, benches/workloads/protocol.py) runs sharded too
     args += ["--workload", "examples.workloads.convnet:workload"]
     done = sweep(*args, "--strategies", "block", "--grad-sync", "every,last", "--out", str(out))
     assert done.returncode == 0, done.stderr  # (refusals: tests/test_distributed.py)
@@ -472,7 +499,7 @@ def test_ddp_with_one_rank_wraps_the_model_in_ddp(tmp_path):
 
 
 def test_recipe_options_and_settings_compared_are_recorded_and_judged(tmp_path):
-    from benches import training
+    from benches.engine import training
     from reports import verdicts
 
     out = tmp_path / "run"

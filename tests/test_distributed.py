@@ -168,7 +168,7 @@ def test_a_sharded_target_refuses_grad_req_write_and_scatter_on_a_1d_mesh(sharde
 def test_each_rank_picks_its_own_local_device(monkeypatch):
     import torch
 
-    from benches import distributed
+    from benches.engine import distributed
 
     monkeypatch.setenv("LOCAL_RANK", "1")
     assert distributed.local_device("cuda") == torch.device("cuda", 1)  # no GPU needed
@@ -183,7 +183,7 @@ def test_ddp_on_cuda_names_the_ranks_own_device():
 
     if not torch.cuda.is_available():
         pytest.skip("needs a GPU")
-    from benches.workload import Workload
+    from benches.workloads.transformer import Workload
 
     index = torch.cuda.device_count() - 1
     workload = Workload(preset="tiny", device=f"cuda:{index}")

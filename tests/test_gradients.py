@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from benches import gradients, protocol, training
+from benches.engine import bound, gradients, training
+from benches.workloads import protocol
 
 
 def micro_grads(workload, batches, tokens) -> list[dict[str, torch.Tensor]]:
@@ -30,7 +31,7 @@ def summed(parts, dtype=None) -> dict[str, torch.Tensor]:
 
 @pytest.mark.parametrize("k", [1, 8, 16])
 def test_bf16_sums_pass_and_a_lost_micro_batch_or_window_fails(k):
-    workload = protocol.build(
+    workload = bound.build(
         protocol.DEFAULT,
         protocol.Settings(device="cpu", precision="bf16", accumulate=k, preset="tiny"),
     )

@@ -283,7 +283,7 @@ def test_buffer_norm_option_clips_the_same_through_clip_grad_norm_(name, monkeyp
 
 
 def test_clip_speed_prints_paired_ratios_and_the_a_a_pair_is_never_lower_or_higher(capsys):
-    from benches import clip_speed
+    from benches.micro import clip_speed
 
     assert clip_speed.main(["--calls", "6"]) == 0
     lines = capsys.readouterr().out.splitlines()

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 import strategies
-from benches import memory
-from benches.workload import Workload
+from benches.engine import memory
+from benches.workloads.transformer import Workload
 
 PERSISTENT = {"block", "lazy", "flat", "foreach", "global"}
 

@@ -1,9 +1,9 @@
 """The HTML reports: their content from rows made here, and a real tiny sweep's pages in Chromium.
 
-Rows made here are schema-2 rows shaped like ``benches.case.row_for``'s: paired samples (each
+Rows made here are schema-2 rows shaped like ``benches.engine.case.row_for``'s: paired samples (each
 strategy window beside a plain-loop window of the same process), the row's paired ``overhead``
-computed as ``benches.case.summarise`` computes it, exact memory figures and CPU pressure. Their
-figures are planted, not measured: they check the arithmetic of what a report says.
+computed as the engine's ``case.summarise`` computes it, exact memory figures and CPU pressure.
+Their figures are planted, not measured: they check the arithmetic of what a report says.
 
 The browser tests drive Debian's ``chromium`` through ``chromedriver`` (Selenium), both from the
 system: ``.ci/run`` installs them. They skip, with the reason, only where neither can be found.
@@ -62,7 +62,7 @@ def spread(median: float, width: float = 0.01, n: int = 10) -> list[float]:
 
 
 def measured(row: dict) -> dict:
-    """The row's figures from its samples, as ``benches.case.summarise`` computes them."""
+    """The row's figures from its samples, as ``benches.engine.case.summarise`` computes them."""
     samples = row["samples"]
     row["phases"] = {
         p: stats.summarize(v)

@@ -7,8 +7,8 @@ import copy
 import pytest
 import torch
 
-from benches.runner import PairedRunner
-from benches.workload import Workload
+from benches.engine.runner import PairedRunner
+from benches.workloads.transformer import Workload
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
 
@@ -57,7 +57,7 @@ def test_the_plain_replica_carries_nothing_of_the_strategy():
 
 
 class _Mlp:
-    """A small workload of the protocol (benches/protocol.py): compiling it takes seconds."""
+    """A small workload of the protocol (workloads/protocol.py): compiling it takes seconds."""
 
     def __init__(self, settings) -> None:
         torch.manual_seed(0)
@@ -79,11 +79,12 @@ class _Mlp:
 
 
 def test_a_compiled_loop_compiles_before_its_windows_and_collects_the_eager_gradient():
-    from benches import protocol, training
-    from benches.runner import Loop
+    from benches.engine import bound, training
+    from benches.engine.runner import Loop
+    from benches.workloads import protocol
 
     settings = protocol.Settings(device="cpu", accumulate=2)
-    workload = protocol.Bound(_Mlp(settings), settings)
+    workload = bound.Bound(_Mlp(settings), settings)
     workload.recipe = training.Recipe(compile=True, optimizer="sgd", clip_norm=1.0)
     eager = Loop(workload, copy.deepcopy(workload.model), "main_grad",
                  recipe=training.Recipe(optimizer="sgd", clip_norm=1.0))  # fmt: skip

@@ -176,4 +176,4 @@ def test_rows_from_before_a_setting_read_as_what_they_ran():
     assert setting({"world_size": 2}, "parallel") == "ddp"  # ranks were always DDP's
     assert setting({"world_size": 1}, "parallel") == "none"
     assert setting({}, "grad_sync") == "last" and setting({"grad_sync": "every"}, "grad_sync")
-    assert setting({}, "workload") == "benches.workload:workload"
+    assert setting({}, "workload") == "benches.workloads.transformer:workload"

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from benches.workload import (
+from benches.workloads.transformer import (
     PAD,
     PRESETS,
     Batch,
@@ -291,7 +291,7 @@ def test_ballast():
 
 def test_module_prints_the_presets():
     out = subprocess.run(
-        [sys.executable, "-m", "benches.workload"],
+        [sys.executable, "-m", "benches.workloads.transformer"],
         cwd=REPO,
         capture_output=True,
         text=True,

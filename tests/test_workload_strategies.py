@@ -7,8 +7,8 @@ import torch
 from test_workload import concat
 
 import strategies
-from benches.gradients import reference_grads
-from benches.workload import Workload
+from benches.engine.gradients import reference_grads
+from benches.workloads.transformer import Workload
 
 
 @pytest.mark.parametrize("name", strategies.available())

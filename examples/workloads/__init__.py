@@ -1,1 +1,1 @@
-"""Example workloads for ``--workload MODULE:FACTORY`` (the protocol: benches/protocol.py)."""
+"""Example workloads for ``--workload MODULE:FACTORY`` (benches/workloads/protocol.py)."""

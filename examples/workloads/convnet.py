@@ -2,7 +2,7 @@
 
     python -m benches run --workload examples.workloads.convnet:workload --preset tiny
 
-An example of the workload protocol (benches/protocol.py): the factory gets the engine's
+An example of the workload protocol (benches/workloads/protocol.py): the factory gets the engine's
 settings and returns the model, the micro-batches of a window, the window's normaliser (images)
 and the loss of one micro-batch through whatever module the engine hands it.
 """

@@ -1,6 +1,6 @@
 """Model FLOPs utilisation of the reference workload's window on a GPU, eager or compiled.
 
-    python -m benches.mfu --preset big --precision bf16-autocast [--compile] [--batch-size B]
+    python -m benches.micro.mfu --preset big --precision bf16-autocast [--compile] [--batch-size B]
 
 Runs ``native``'s loop (the case's loop: reset, K forward+backward, clip/step) for a few
 windows and prints the median window, tokens per second and MFU (6 N tokens per window over the
@@ -19,9 +19,10 @@ import sys
 
 import torch
 
-from benches import protocol, training
-from benches.runner import Loop
-from benches.workload import Workload
+from benches.engine import bound, training
+from benches.engine.runner import Loop
+from benches.workloads import protocol
+from benches.workloads.transformer import Workload
 
 
 def measure(args: argparse.Namespace) -> dict:
@@ -44,7 +45,7 @@ def measure(args: argparse.Namespace) -> dict:
         preset=args.preset, accumulate=args.accumulate, device=str(device), dropout=0.0,
         **overrides,
     )  # fmt: skip
-    workload = protocol.Bound(made, settings)
+    workload = bound.Bound(made, settings)
     workload.recipe = training.Recipe(args.precision, args.compile, args.optimizer)
     loop = Loop(workload, workload.model, "native")
     batches = workload.batches(0)
@@ -82,7 +83,7 @@ def measure(args: argparse.Namespace) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benches.mfu", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m benches.micro.mfu", description=__doc__)
     parser.add_argument("--preset", default="big")
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     parser.add_argument("--precision", default="bf16-autocast", choices=training.PRECISIONS)

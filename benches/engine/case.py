@@ -1,4 +1,4 @@
-"""One case of a sweep, run in its own fresh process: ``python -m benches.case SPEC OUT``.
+"""One case of a sweep, run in its own fresh process: ``python -m benches.engine.case SPEC OUT``.
 
 A case is one strategy at one K and one ballast size. This module only orchestrates; each job
 lives in the module named after it:
@@ -29,16 +29,17 @@ from typing import Any
 
 import torch
 
-from benches import costmodel, distributed, envinfo, gradients, memory, protocol, training
-from benches.runner import PHASES, PairedRunner
-from benches.spec import CaseSpec
+from benches.engine import bound, costmodel, distributed, envinfo, gradients, memory, training
+from benches.engine.runner import PHASES, PairedRunner
+from benches.engine.spec import CaseSpec
+from benches.workloads import protocol
 from reports import stats
 
 __all__ = ["CaseSpec", "failed_measure", "main", "measure", "row_for", "run_case"]
 
 USAGE = (
-    "usage: python -m benches.case SPEC.json ROW.json (as the sweep runs it), or "
-    "python -m benches.case --strategy NAME --out DIR [options] (see --help)"
+    "usage: python -m benches.engine.case SPEC.json ROW.json (as the sweep runs it); "
+    "one case by hand: python -m benches case --strategy NAME --out DIR [options]"
 )
 
 
@@ -62,7 +63,7 @@ def run_case(spec: CaseSpec) -> dict[str, Any] | None:
         preset=spec.preset,
         deterministic=True,  # the gradient check compares windows: no random masks
     )
-    workload = protocol.build(spec.workload, settings)
+    workload = bound.build(spec.workload, settings)
     workload.recipe = recipe
     # the data of every window, made before any clock runs; rank r holds windows w * world + r,
     # so ranks hold different tokens; a window's reference is the whole global batch's gradient
@@ -399,18 +400,17 @@ def failed_measure(error: str) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
-    """``SPEC OUT`` (the sweep's form), or flags for one case run by hand, e.g. under torchrun
-    across machines: ``python -m benches.case --strategy lazy --preset base --out DIR``."""
-    if argv and argv[0].startswith("-"):
-        return by_hand(argv)
-    if len(argv) != 2:
+    """``SPEC OUT``, the sweep's form (a case by hand is ``python -m benches case``, whose
+    flags are the sweep's: ``benches.sweep.bycase``)."""
+    if len(argv) != 2 or argv[0].startswith("-"):
         print(USAGE, file=sys.stderr)
         return 2
     try:
         spec = CaseSpec(**json.loads(Path(argv[0]).read_text()))
     except (OSError, ValueError, TypeError) as err:
         print(
-            f"python -m benches.case: error: cannot read spec {argv[0]!r}: {err}", file=sys.stderr
+            f"python -m benches.engine.case: error: cannot read spec {argv[0]!r}: {err}",
+            file=sys.stderr,
         )
         return 2
     row, code = measure(spec)
@@ -433,90 +433,6 @@ def measure(spec: CaseSpec) -> tuple[dict[str, Any] | None, int]:
             return None, 1  # torchrun ends the others; the sweep reads rank 0's log
         last = traceback.format_exception_only(err)[-1].strip().replace("\n", " ")
         return row_for(spec, failed_measure(last)), 1
-
-
-def by_hand(argv: list[str]) -> int:
-    import argparse
-    import uuid
-
-    from benches import results
-
-    parser = argparse.ArgumentParser(prog="python -m benches.case", description=main.__doc__)
-    parser.add_argument(
-        "--strategy", required=True, help="a strategy name, with options: NAME:KEY=VALUE"
-    )
-    parser.add_argument("--precision", default="fp32", choices=training.PRECISIONS)
-    parser.add_argument("--optimizer", default="adamw", choices=training.OPTIMIZERS)
-    parser.add_argument("--clip-norm", default="none", help="a total norm > 0, or none")
-    parser.add_argument("--compile", action="store_true", help="torch.compile the model")
-    parser.add_argument("--compare-settings", default="none", metavar="SETTING=VALUE")
-    parser.add_argument("--preset", default="tiny")
-    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    parser.add_argument("--accumulate", type=int, default=4)
-    parser.add_argument("--live-tensors", type=int, default=0)
-    parser.add_argument("--repeat", type=int, default=10, help="measured pairs of windows")
-    parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--parallel", default=None, choices=distributed.PARALLEL)
-    parser.add_argument("--grad-sync", default="last", choices=("every", "last", "scatter"))
-    parser.add_argument("--mesh", default="", help="hsdp: RxS (default 2 x world/2)")
-    parser.add_argument("--round", type=int, default=0, help="the process's round (0, 1, ...)")
-    parser.add_argument("--plugin", action="append", default=[])
-    parser.add_argument("--workload", default=protocol.DEFAULT, help="MODULE:FACTORY")
-    parser.add_argument("--out", required=True, help="directory; rank 0 appends its row")
-    args = parser.parse_args(argv)
-    import strategies
-    from benches import arguments
-
-    world = distributed.ranks()[2]
-    parallel = args.parallel or ("ddp" if world > 1 else "none")
-    try:
-        shape = distributed.parse_mesh(args.mesh or None, parallel, world)
-        if args.grad_sync not in distributed.GRAD_SYNC[parallel]:
-            raise ValueError(
-                f"invalid --grad-sync {args.grad_sync!r} with --parallel {parallel}; "
-                f"valid: {', '.join(distributed.GRAD_SYNC[parallel])}"
-            )
-        # spelled as the sweep spells them, so that by-hand rows pool with a sweep's
-        for module in args.plugin:
-            importlib.import_module(module)
-        label = arguments.strategy_label(args.strategy, strategies.available())
-        name, _, options = label.partition(":")
-        recipe = arguments.recipe_settings(args)
-    except (ValueError, arguments.UsageError) as err:
-        parser.error(str(err))
-    spec = CaseSpec(
-        strategy=name,
-        options=options,
-        precision=recipe["precision"][0],
-        optimizer=recipe["optimizer"],
-        clip_norm=recipe["clip_norm"],
-        compile=recipe["compile"],
-        compare_settings=recipe["compare_settings"],
-        preset=args.preset,
-        device=args.device,
-        accumulate=args.accumulate,
-        live_tensors=args.live_tensors,
-        world_size=world,
-        parallel=parallel,
-        mesh="x".join(map(str, shape)) if parallel == "hsdp" else "",
-        grad_sync=args.grad_sync,
-        repeat=args.repeat,
-        warmup=args.warmup,
-        threads=args.threads,
-        round=args.round,
-        plugins=args.plugin,
-        workload=args.workload,
-        run_id=os.environ.get("ZEROGRAD_RUN_ID", uuid.uuid4().hex[:12]),
-        out_dir=args.out,
-        git=envinfo.git_state(),
-    )
-    Path(args.out).mkdir(parents=True, exist_ok=True)
-    row, code = measure(spec)
-    if row is not None:
-        results.append(args.out, row)
-        print(f"{spec.case_id}: {row['status']} -> {Path(args.out) / results.RESULTS}")
-    return code
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ import dataclasses
 import zlib
 from typing import Any
 
-from benches.training import Recipe
+from benches.engine.training import Recipe
+from benches.workloads.protocol import DEFAULT as DEFAULT_WORKLOAD
 from reports.rows import CASE_KEY as IDENTITY
 from reports.rows import SWEEP_IDENTITY, label
 
@@ -47,7 +48,7 @@ class CaseSpec:
     accumulate: int
     live_tensors: int
     world_size: int = 1
-    parallel: str = "none"  # none | ddp | fsdp2 | hsdp (benches.distributed.PARALLEL)
+    parallel: str = "none"  # none | ddp | fsdp2 | hsdp (benches.engine.distributed.PARALLEL)
     mesh: str = ""  # hsdp: "RxS", replicas x shards
     grad_sync: str = "last"  # every | last | scatter: when gradients are reduced across ranks
     repeat: int = 10  # measured pairs: one strategy window and one plain-loop window each
@@ -55,12 +56,12 @@ class CaseSpec:
     threads: int = 1
     seed: int = 0
     options: str = ""  # the strategy's options, "k=v:k2=v2" (--strategies name:k=v:k2=v2)
-    precision: str = "fp32"  # fp32 | bf16-autocast | bf16 (benches/training.py)
+    precision: str = "fp32"  # fp32 | bf16-autocast | bf16 (benches/engine/training.py)
     optimizer: str = "adamw"  # adamw | adamw-fused | adamw-foreach | sgd
     clip_norm: float | None = None  # the update clips the window's gradient to this norm
     compile: bool = False  # torch.compile the model once per case (outside every window)
     compare_settings: str = ""  # "SETTING=VALUE": that loop alternates with the case's, paired
-    workload: str = "benches.workload:workload"  # MODULE:FACTORY (benches/protocol.py)
+    workload: str = DEFAULT_WORKLOAD  # MODULE:FACTORY (benches/workloads/protocol.py)
     memray: bool = False  # a flamegraph of the memory pass
     keep_captures: bool = False  # keep memray's capture file beside the flamegraph
     plugins: list[str] = dataclasses.field(default_factory=list)

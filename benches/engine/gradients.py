@@ -73,7 +73,7 @@ def reference_grads(
 
 def float64_grads(workload, batches, tokens: float, model: torch.nn.Module) -> dict:
     """The window's gradient of a float64 copy of ``model`` on the same data (no autocast)."""
-    from benches.runner import replica
+    from benches.engine.replicas import replica
 
     return reference_grads(
         workload, batches, tokens, replica(model).to(torch.float64), precision="fp32"
@@ -128,7 +128,7 @@ def accepted(
     """The window's check: within ``tolerance`` of the float64 sum, or (``same_order`` given)
     within ``training.SAME_ORDER_TOLERANCE`` of the sum in the gradient's dtype in autograd's
     order. The result names the reference that accepted it (or the float64 one's failure)."""
-    from benches.training import SAME_ORDER_TOLERANCE
+    from benches.engine.training import SAME_ORDER_TOLERANCE
 
     result = grad_check(got, expected, tolerance)
     result["accepted_by"] = "float64 sum" if result["ok"] else None

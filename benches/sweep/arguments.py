@@ -13,9 +13,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from benches import envinfo, gradients, memory, protocol, results, training
-from benches.spec import OPTION, SWEEP_IDENTITY, parse_options
-from benches.workload import PRESETS
+from benches.engine import bound, envinfo, gradients, memory, results, training
+from benches.engine.spec import OPTION, SWEEP_IDENTITY, parse_options
+from benches.workloads import protocol
+from benches.workloads.transformer import PRESETS
 from reports.rows import spell
 
 DEFAULT_RUNS = envinfo.ROOT / "reports" / "runs"
@@ -44,9 +45,29 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """``run`` (a sweep) and ``case`` (one case by hand): one set of option definitions."""
     parser = _Parser(prog="python -m benches", description=__doc__)
     commands = parser.add_subparsers(dest="command", parser_class=_Parser)
     run = commands.add_parser("run", help="run a sweep of strategies on the reference workload")
+    sweep_options(run)
+    case = commands.add_parser(
+        "case",
+        help="one case in this process (e.g. a rank of torchrun across machines): the sweep's "
+        "flags with one value each; rank 0 appends its row to --out",
+    )
+    sweep_options(case)
+    case.add_argument("--strategy", dest="strategies", help="the case's strategy: NAME[:K=V]")
+    case.add_argument("--round", default="0", help="the process's round (0, 1, ...)")
+    # a case by hand: a small CPU case unless told (a sweep's defaults are a sweep's)
+    case.set_defaults(
+        strategies=None, preset="tiny", device="cpu", accumulate="4", live_tensors="0",
+        repeat="10", warmup="2", threads="1", grad_sync="last", control="none",
+    )  # fmt: skip
+    return parser
+
+
+def sweep_options(run: argparse.ArgumentParser) -> None:
+    """The options of a sweep (``run``); ``case`` takes the same."""
     run.add_argument(
         "--strategies",
         default="all",
@@ -132,7 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--workload",
         default=protocol.DEFAULT,
         help="MODULE:FACTORY, the workload every case runs (default: the reference "
-        f"transformer, {protocol.DEFAULT}; the protocol: benches/protocol.py)",
+        f"transformer, {protocol.DEFAULT}; the protocol: benches/workloads/protocol.py)",
     )
     run.add_argument(
         "--world-size",
@@ -154,7 +175,6 @@ def build_parser() -> argparse.ArgumentParser:
         "all-reduced at the last (scatter, hsdp) (default: last for none and ddp (ddp also "
         "runs every); fsdp2: every,last; hsdp: every,scatter,last)",
     )
-    return parser
 
 
 # -- validation -----------------------------------------------------------------------------------
@@ -259,11 +279,13 @@ def resolve(args: argparse.Namespace) -> Sweep:
     control = args.control if args.control is not None else control_strategy(names)
     if control != "none" and control not in names:
         raise UsageError(f"--control {control!r} is not swept; valid: none, {', '.join(names)}")
-    if world_size > 1 and device == "cuda" and world_size > torch.cuda.device_count():
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))  # torchrun: this node's
+    if local_world > 1 and device == "cuda" and local_world > torch.cuda.device_count():
         raise UsageError(
             f"--world-size {world_size} needs {world_size} GPUs; "
             f"valid here: 1 to {torch.cuda.device_count()}"
         )
+    args.workload = protocol.canonical(args.workload)
     if args.workload != protocol.DEFAULT:
         check_workload(args.workload, device, preset, accumulate[0], seed)
     if args.timeout is not None:
@@ -416,7 +438,7 @@ def check_workload(spec: str, device: str, preset: str, accumulate: int, seed: i
     import torch
 
     try:
-        made = protocol.build(
+        made = bound.build(
             spec, protocol.Settings(device=device, seed=seed, accumulate=accumulate, preset=preset)
         )
         made.batches(0)
@@ -435,7 +457,7 @@ def check_workload(spec: str, device: str, preset: str, accumulate: int, seed: i
 
 def parallel_settings(args: argparse.Namespace, world_size: int) -> tuple[str, str, list[str]]:
     """--parallel, --mesh and --grad-sync, checked against each other and --world-size."""
-    from benches.distributed import GRAD_SYNC, PARALLEL, parse_mesh
+    from benches.engine.distributed import GRAD_SYNC, PARALLEL, parse_mesh
 
     parallel = args.parallel or ("ddp" if world_size > 1 else "none")
     if parallel not in PARALLEL:

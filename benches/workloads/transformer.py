@@ -14,7 +14,7 @@ mean by K instead is wrong when lengths vary (transformers #34191).
 
 This module imports only torch, numpy and the standard library, and never `strategies`.
 
-    python -m benches.workload      # prints every preset's parameter count
+    python -m benches.workloads.transformer      # prints every preset's parameter count
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ PRESETS: dict[str, ModelConfig] = {
     # transformer-big: 209M parameters (the paper's big model also uses dropout 0.3 on EN-DE;
     # 0.1 keeps the presets comparable), with training-sized micro-batches: 256 x 32..128 =
     # ~21k target tokens, so that a GPU is busy (H200, bf16-autocast: 18% MFU eager, 25%
-    # compiled; 64 sentences gave 15%; python -m benches.mfu)
+    # compiled; 64 sentences gave 15%; python -m benches.micro.mfu)
     "big": ModelConfig(
         d_model=1024, n_heads=16, d_ff=4096, batch_size=256, min_seq_len=32, max_seq_len=128
     ),
@@ -352,7 +352,7 @@ class Workload:
     def window_tokens(self, batches: list[Batch]) -> int:
         return sum(b.n_tokens for b in batches)
 
-    normaliser = window_tokens  # the protocol's name (benches/protocol.py)
+    normaliser = window_tokens  # the protocol's name (benches/workloads/protocol.py)
 
     # --- loss ---
 
@@ -362,11 +362,11 @@ class Workload:
         """Label-smoothed cross-entropy summed over the batch's non-pad targets / window_tokens.
 
         ``module`` is the model to run (a replica, or the engine's DDP/FSDP2 wrapper of one); by
-        default the workload's own. The workload never wraps its model (benches/protocol.py).
+        default the workload's own. The workload never wraps its model (protocol.py).
         """
         if not window_tokens > 0:
             raise ValueError(f"invalid window_tokens {window_tokens!r}; valid: a number > 0")
-        # precision is the engine's (benches/training.py): bf16 weights, or autocast around this
+        # precision is the engine's (engine/training.py): bf16 weights, or autocast around this
         if module is None:
             module = self.model
         logits = module(batch.src, batch.tgt_in, batch.src_pad_mask, batch.tgt_pad_mask)
@@ -426,7 +426,7 @@ if __name__ == "__main__":
 
 
 def workload(settings) -> Workload:
-    """The reference transformer as a workload factory (the protocol: benches/protocol.py)."""
+    """The reference transformer as a workload factory (the protocol: protocol.py beside this)."""
     return Workload(
         preset=settings.preset,
         accumulate=settings.accumulate,

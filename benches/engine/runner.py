@@ -20,7 +20,6 @@ synchronisation at the end of each window, so the window runs as a real training
 
 from __future__ import annotations
 
-import copy
 import itertools
 import statistics
 import time
@@ -28,31 +27,12 @@ from typing import Any
 
 import torch
 
-from benches import training
-from benches.distributed import full
-from benches.envinfo import psi_cpu
+from benches.engine import training
+from benches.engine.envinfo import psi_cpu
+from benches.engine.replicas import fresh_replica, full
 from strategies.collector import synced
 
 PHASES = ("reset", "forward", "backward", "update", "window")
-
-
-def replica(model: torch.nn.Module) -> torch.nn.Module:
-    """A copy with the same weights and no gradients (the original keeps its own; a deep copy
-    of a Parameter copies its data only, not what a strategy hung on it, e.g. ``main_grad``)."""
-    params = list(model.parameters())
-    grads = [p.grad for p in params]
-    for p in params:
-        p.grad = None
-    try:
-        return copy.deepcopy(model)
-    finally:
-        for p, g in zip(params, grads, strict=True):
-            p.grad = g
-
-
-def fresh_replica(model: torch.nn.Module, parallel=None) -> torch.nn.Module:
-    """A plain replica with ``model``'s weights now (a sharded one's gathered whole)."""
-    return parallel.unsharded(model) if parallel is not None else replica(model)
 
 
 class Clock:
@@ -80,7 +60,7 @@ class Clock:
 def make_strategy(label: str):
     """A strategy instance from its case label, ``name`` or ``name:k=v:k2=v2`` (its options)."""
     import strategies
-    from benches.spec import parse_options
+    from benches.engine.spec import parse_options
 
     name, _, options = label.partition(":")
     return strategies.get(name, **parse_options(options))

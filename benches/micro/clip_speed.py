@@ -1,5 +1,5 @@
 """Clipping cost: one norm over a strategy's buffer against ``clip_grad_norm_`` over the
-parameters: ``python -m benches.clip_speed [--device cuda] [--calls 60]``.
+parameters: ``python -m benches.micro.clip_speed [--device cuda] [--calls 60]``.
 
 For two parameter sets (the tensor shapes of a small transformer; 2000 small tensors) and two
 dtypes, it times ``Strategy.clip_grad_norm`` of ``flat`` and ``main_grad`` (one norm over their
@@ -74,7 +74,7 @@ def measure(shapes, dtype: torch.dtype, device: str, calls: int) -> dict[str, li
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benches.clip_speed", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m benches.micro.clip_speed", description=__doc__)
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     parser.add_argument("--calls", type=int, default=60)
     parser.add_argument("--threads", type=int, default=1)

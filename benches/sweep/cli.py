@@ -1,6 +1,6 @@
 """The sweep: ``python -m benches run``. Every case in a fresh process; rows that nothing loses.
 
-Its arguments are checked in ``benches.arguments``; this module plans the cases, runs each in its
+Its arguments are checked in ``arguments``; this module plans the cases, runs each in its
 own process and writes the report.
 """
 
@@ -18,8 +18,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from benches import envinfo, results
-from benches.arguments import (
+from benches.engine import envinfo, results
+from benches.engine.spec import CaseSpec
+from benches.sweep.arguments import (
     CONTROL_PROCESSES,
     DEFAULT_RUNS,
     EXCEPTION_LINE,
@@ -29,10 +30,11 @@ from benches.arguments import (
     case_settings,
     resolve,
 )
-from benches.spec import CaseSpec
 from reports.rows import case_key
 
 __all__ = ["CONTROL_PROCESSES", "build_parser", "cases", "main", "resolve"]
+# python -m benches COMMAND: the sweep's own, then the micro-benchmarks (benches/__main__.py)
+COMMANDS = ("run", "case", "mfu", "reset-speed", "clip-speed")
 
 
 # -- the cases ------------------------------------------------------------------------------------
@@ -96,7 +98,7 @@ def cases(sweep: Sweep, run_id: str, git: dict[str, Any]) -> list[CaseSpec]:
 
 def run_one(spec: CaseSpec, timeout: float) -> dict[str, Any]:
     """The case in a fresh process; a crash, an OOM kill or a timeout becomes a failed row."""
-    from benches.case import failed_measure, row_for
+    from benches.engine.case import failed_measure, row_for
 
     work = Path(spec.out_dir) / "cases"
     work.mkdir(parents=True, exist_ok=True)
@@ -123,7 +125,7 @@ def run_one(spec: CaseSpec, timeout: float) -> dict[str, Any]:
                 f"--nproc-per-node={spec.world_size}",
             ]
         proc = subprocess.Popen(
-            [*launcher, "-m", "benches.case", str(spec_path), str(out_path)],
+            [*launcher, "-m", "benches.engine.case", str(spec_path), str(out_path)],
             cwd=envinfo.ROOT,
             env=env,
             stdout=log,
@@ -267,7 +269,7 @@ def sweep_main(sweep: Sweep) -> int:
 
 
 def finish(sweep: Sweep, console, failed: int, interrupted: bool) -> int:
-    from benches import summary
+    from benches.sweep import summary
 
     report = None
     try:
@@ -292,8 +294,12 @@ def finish(sweep: Sweep, console, failed: int, interrupted: bool) -> int:
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
-        if args.command != "run":
-            raise UsageError("missing command; valid commands: run")
+        if args.command not in ("run", "case"):
+            raise UsageError("missing command; valid commands: " + ", ".join(COMMANDS))
+        if args.command == "case":
+            from benches.sweep import bycase
+
+            return bycase.main(args)
         sweep = resolve(args)
         cases(sweep, "", {})  # every case id unique, before anything is written
     except UsageError as err:

@@ -19,6 +19,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from benches.engine.replicas import full, replica
+
 PARALLEL = ("none", "ddp", "fsdp2", "hsdp")
 # the flavours of gradient synchronisation each kind can run (strategies.collector.GRAD_SYNCS)
 GRAD_SYNC = {
@@ -76,27 +78,6 @@ def parse_mesh(text: str | None, parallel: str, world: int) -> tuple[int, ...]:
     return (replicas, shards)
 
 
-def _dtensor_type():
-    from torch.distributed.tensor import DTensor
-
-    return DTensor
-
-
-def full(tensor: torch.Tensor) -> torch.Tensor:
-    """A sharded (DTensor) tensor gathered whole (a collective: every rank calls it); others as
-    they are."""
-    if torch.distributed.is_available() and isinstance(tensor, _dtensor_type()):
-        return tensor.full_tensor()
-    return tensor
-
-
-def local(tensor: torch.Tensor) -> torch.Tensor:
-    """This rank's shard of a DTensor (its own storage); other tensors as they are."""
-    if torch.distributed.is_available() and isinstance(tensor, _dtensor_type()):
-        return tensor.to_local()
-    return tensor
-
-
 class Parallel:
     """How this case's models are wrapped: ``none``, ``ddp``, ``fsdp2`` or ``hsdp``."""
 
@@ -142,8 +123,6 @@ class Parallel:
     def unsharded(self, model: nn.Module) -> nn.Module:
         """A plain (never wrapped) module with ``model``'s current weights, whole; no gradients.
         For a sharded model this gathers every parameter (every rank must call it)."""
-        from benches.runner import replica
-
         if not self.sharded or self._template is None:
             return replica(model)
         plain = copy.deepcopy(self._template)

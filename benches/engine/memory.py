@@ -11,7 +11,7 @@ alone; the plain loop gets the same pass, for reference.
   and the collector existed. CUDA: ``max_memory_allocated`` (peak stats reset before, the bytes
   allocated before subtracted). CPU: memray's tracker (aggregated capture, peak heap since it
   started); ``None`` where memray is not installed.
-- ``timeline``: the last window's allocated bytes over time with its phases (``benches.timeline``:
+- ``timeline``: the last window's allocated bytes over time with its phases (``timeline``:
   the CUDA allocator's history, or the torch profiler's memory events on CPU).
 """
 
@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from benches import timeline
+from benches.engine import timeline
 
 MEMORY_WINDOWS = 2  # held bytes are read after the first window's reset: steady state
 
@@ -45,7 +45,7 @@ def _tensors(value: Any, depth: int = 0):
 
 def storage_bytes(tensors) -> int:
     """Bytes of the unique storages behind ``tensors`` (views of one buffer count once)."""
-    from benches.distributed import local
+    from benches.engine.replicas import local
 
     storages = {}
     for t in tensors:
@@ -184,7 +184,8 @@ def _sharded_replica(workload, parallel):
 
 
 def _fresh_loop(workload, strategy, parallel, grad_sync, sharded=None):
-    from benches.runner import Loop, fresh_replica
+    from benches.engine.replicas import fresh_replica
+    from benches.engine.runner import Loop
 
     if sharded is not None:
         model, module = sharded

@@ -1,4 +1,4 @@
-"""Reset cost of every strategy over a list of tensors: ``python -m benches.reset_speed``.
+"""Reset cost of every strategy over a list of tensors: ``python -m benches.micro.reset_speed``.
 
 Prints, per size, each strategy's median reset time (the start-of-window hook) and its
 end-of-window ``finish`` after a backward that reached every tensor, next to one ``zero_`` over a

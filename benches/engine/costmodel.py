@@ -34,7 +34,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from benches.distributed import local
+from benches.engine.replicas import local
 
 FACTOR = 2.0  # within FACTOR either way: explained
 MEMSET_BYTES = 32 * 2**20
@@ -51,7 +51,7 @@ class _Timer:
     on the stream, one synchronisation per run)."""
 
     def __init__(self, device: torch.device) -> None:
-        from benches.runner import Clock
+        from benches.engine.runner import Clock
 
         self.clock = Clock(device)
 

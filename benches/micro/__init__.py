@@ -1,0 +1,1 @@
+"""Stand-alone micro-benchmarks: reset speed, clip speed, MFU."""

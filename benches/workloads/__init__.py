@@ -1,0 +1,1 @@
+"""Workloads: the reference transformer (``transformer``) and the protocol any workload follows."""
