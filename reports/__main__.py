@@ -17,6 +17,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from reports.verdicts import DEFAULT_MIN_EFFECT
+
 PROG = "python -m reports"
 COMMANDS = ("build", "compare", "gate", "history")
 
@@ -66,8 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
     history.add_argument(
         "--min-effect",
         type=float,
-        default=0.02,
-        help="the smallest change that matters, a fraction (default 0.02)",
+        default=DEFAULT_MIN_EFFECT,
+        help=f"the smallest change that matters, a fraction (default {DEFAULT_MIN_EFFECT})",
     )
     return parser
 

@@ -23,8 +23,6 @@ from reports.recipe import (
 )
 from reports.rows import REFERENCE, RESULTS, pooled, read, strategy_order
 
-BASELINE = "baseline"  # rows of schema 1 only: today every case carries its plain loop
-
 
 def _run_info(directory: Path) -> dict[str, Any]:
     path = directory / "run.json"
@@ -177,10 +175,7 @@ def _name(strategy: str) -> str:
 
 
 def _ci(c: dict[str, Any]) -> str:
-    if c.get("ci_low") is None:
-        return f"ratio {c['ratio']:.2f}"
-    level = "95% CI" if c.get("confidence") else "bounds"
-    return f"ratio {c['ratio']:.3f}, {level} {c['ci_low']:.3f}-{c['ci_high']:.3f}"
+    return f"ratio {verdicts.ratio_text(c)}"
 
 
 def advice(result: dict[str, Any], entries: list[dict[str, Any]], k: int) -> str:
@@ -518,7 +513,7 @@ def report(directory: str | Path) -> dict[str, Any]:
     result: dict[str, Any] = {
         "directory": directory,
         "world_size": max((r.get("world_size") or 1 for r in rows), default=1),
-        "workload": first.get("workload", "benches.workloads.transformer:workload"),
+        "workload": first["workload"],
         "has_sync": any("sync" in (r.get("phases") or {}) for r in ok_rows),
         "run": run,
         "sweep": sweep,

@@ -152,7 +152,7 @@ def comparison(dir_a: str | Path, dir_b: str | Path) -> dict[str, Any]:
 def compare_json(result: dict[str, Any]) -> dict[str, Any]:
     """compare.json: what the page says, as data (the fields of verdicts.json, plus strategy)."""
     return {
-        "schema_version": verdicts.SCHEMA_VERSION,
+        "schema_version": verdicts.VERDICTS_SCHEMA_VERSION,
         "a": {k: str(v) for k, v in result["a"].items() if k in ("directory", "run_id", "commit")},
         "b": {k: str(v) for k, v in result["b"].items() if k in ("directory", "run_id", "commit")},
         "min_effect": result["min_effect"],

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from reports.verdicts import FLIP, METRICS, invert
+from reports.verdicts import FLIP, METRICS, invert, ratio_text
 
 WORDS = tuple(FLIP)
 
@@ -64,16 +64,10 @@ def select(
 def describe(c: dict[str, Any]) -> str:
     """strategy, K, N, metric, ratio and CI: one line."""
     who = c["strategy"] if "strategy" in c else f"{c['a']} / {c['b']}"
-    ratio = "-" if c.get("ratio") is None else f"{c['ratio']:.3f}"
-    if c.get("ci_low") is None:
-        interval = "exact" if c.get("metric") != "window" else "no CI"
-    else:
-        level = "95% CI" if c.get("confidence") else "bounds"
-        interval = f"{level} {c['ci_low']:.3f}-{c['ci_high']:.3f}"
-    return (
-        f"{c['verdict']}: {who} K={c.get('k')} N={c.get('n')} {c['metric']} "
-        f"ratio {ratio} ({interval})"
-    )
+    ratio = ratio_text(c)
+    if c.get("ci_low") is None and c.get("ratio") is not None:
+        ratio += " (exact)" if c.get("metric") != "window" else " (no CI)"
+    return f"{c['verdict']}: {who} K={c.get('k')} N={c.get('n')} {c['metric']} ratio {ratio}"
 
 
 def gate(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from reports.rows import accepted, setting, strategy_order
+from reports.rows import accepted, strategy_order
 
 
 def main_precision(entries) -> str:
@@ -113,7 +113,7 @@ def recipe(
     def values(key: str) -> list[Any]:
         found = []
         for row in ok:
-            value = setting(row, key)
+            value = row.get(key)
             if value not in found:
                 found.append(value)
         return found or [sweep.get(key)]

@@ -40,20 +40,6 @@ CASE_KEY = (
     "precision",
     *SWEEP_IDENTITY,
 )
-# what a row written before a setting existed ran with
-DEFAULTS = {
-    "parallel": "none",
-    "grad_sync": "last",
-    "mesh": "",
-    "workload": "benches.workloads.transformer:workload",
-    "options": "",
-    "optimizer": "adamw",
-    "clip_norm": None,
-    "compile": False,
-    "compare_settings": "",
-}
-# before ``precision`` a row had ``dtype``: bfloat16 was autocast (on CUDA only)
-DTYPE_PRECISION = {"float32": "fp32", "bfloat16": "bf16-autocast"}
 SCHEMA_VERSION = 2  # 2: paired overhead per row, held/peak memory, no baseline case
 
 
@@ -85,24 +71,19 @@ def read(directory: str | Path) -> list[dict[str, Any]]:
                     f"version reads {SCHEMA_VERSION}: paired overheads and exact memory); "
                     "rerun the sweep"
                 )
+            if row.get("status") == "ok":
+                missing = [key for key in CASE_KEY if key not in row]
+                if missing:
+                    raise SchemaError(
+                        f"{path}:{number}: row {row.get('case_id', '?')!r} has no field "
+                        f"{missing[0]!r} (a case's identity: {', '.join(CASE_KEY)})"
+                    )
             rows.append(row)
     return rows
 
 
 def case_key(row: dict[str, Any]) -> tuple:
-    return tuple(setting(row, k) for k in CASE_KEY)
-
-
-def setting(row: dict[str, Any], key: str) -> Any:
-    """A row's setting; for a row written before the setting existed, what it ran with (ranks
-    then were always DDP's)."""
-    if key in row:
-        return row[key]
-    if key == "parallel" and (row.get("world_size") or 1) > 1:
-        return "ddp"
-    if key == "precision":
-        return DTYPE_PRECISION.get(row.get("dtype", "float32"), row.get("dtype"))
-    return DEFAULTS.get(key)
+    return tuple(row.get(k) for k in CASE_KEY)
 
 
 REFERENCE = "native"  # PyTorch's own zero_grad: the reports' reference strategy, listed first

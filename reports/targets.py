@@ -32,9 +32,7 @@ def _reset(pooled, strategy: str, k: int, n: int) -> float | None:
 
 
 def _ratio(c: dict[str, Any]) -> str:
-    if c.get("ci_low") is None:
-        return f"{c['ratio']:.3f} ({c['verdict']})"
-    return f"{c['ratio']:.3f} (CI {c['ci_low']:.3f}-{c['ci_high']:.3f}; {c['verdict']})"
+    return f"{verdicts.ratio_text(c)}: {c['verdict']}"
 
 
 def evaluate(
@@ -57,8 +55,7 @@ def evaluate(
             {
                 "target": f"core overhead, native / plain loop, paired "
                 f"(K={entry['accumulate']}, N={entry['live_tensors']})",
-                "value": f"{result['ratio']:.3f} (CI {result['ci_low']:.3f}-"
-                f"{result['ci_high']:.3f})",
+                "value": verdicts.ratio_text(result),
                 "limit": f"<= {OVERHEAD_MAX} with CI high <= {OVERHEAD_CI_MAX}",
                 "ok": overhead_ok(result),
             }

@@ -43,9 +43,9 @@ from pathlib import Path
 from typing import Any
 
 from reports import stats
-from reports.rows import DEFAULTS, finite, spell
+from reports.rows import finite, spell
 
-SCHEMA_VERSION = 1
+VERDICTS_SCHEMA_VERSION = 1  # verdicts.json and compare.json (rows: reports.rows.SCHEMA_VERSION)
 VERDICTS = "verdicts.json"
 METRICS = ("window", "peak_memory", "held_memory")
 MEMORY_KEYS = {"peak_memory": "peak_bytes", "held_memory": "held_bytes"}
@@ -250,6 +250,19 @@ def comparison(
     }
 
 
+def ratio_text(c: dict[str, Any]) -> str:
+    """A ratio and its interval, spelled one way on every page, table and line:
+    ``1.023 (95% CI 0.998-1.040)``; ``bounds`` for an interval that is no confidence interval;
+    the ratio alone without an interval; ``-`` without a ratio."""
+    if c.get("ratio") is None:
+        return "-"
+    text = f"{c['ratio']:.3f}"
+    if c.get("ci_low") is None:
+        return text
+    level = "bounds" if c.get("confidence") is False else "95% CI"
+    return f"{text} ({level} {c['ci_low']:.3f}-{c['ci_high']:.3f})"
+
+
 RECIPE = ("optimizer", "clip_norm", "compile", "compare_settings")
 
 
@@ -257,10 +270,10 @@ def case_fields(entry: dict[str, Any]) -> dict[str, Any]:
     """The case's swept settings other than strategy, K and N: strategies are compared only
     with the same ones (a later axis lands here)."""
     return {
-        "grad_sync": entry.get("grad_sync", "last"),
-        "precision": entry.get("precision", "fp32"),
+        "grad_sync": entry["grad_sync"],
+        "precision": entry["precision"],
         # the sweep's training loop (the same for every case of a sweep): what was judged
-        **{key: entry.get(key, DEFAULTS.get(key)) for key in RECIPE},
+        **{key: entry[key] for key in RECIPE},
     }
 
 
@@ -294,7 +307,7 @@ def verdicts(entries: list[dict[str, Any]], min_effect: float) -> dict[str, Any]
                     )
                 )
     return {
-        "schema_version": SCHEMA_VERSION,
+        "schema_version": VERDICTS_SCHEMA_VERSION,
         "min_effect": min_effect,
         "noise_floor": [{"k": k, "n": n, **floors[(k, n)]} for (k, n) in sorted(floors)],
         "noise_floor_method": FLOOR_METHOD,
@@ -310,9 +323,9 @@ def verdicts(entries: list[dict[str, Any]], min_effect: float) -> dict[str, Any]
             for e in sorted(ok, key=lambda e: (e["accumulate"], e["live_tensors"], e["strategy"]))
         ],
         "comparisons": comparisons,
-        "grad_sync": flavour_verdicts(ok, floors, min_effect),
+        "grad_sync": loop_verdicts(ok, floors, min_effect),
         # --compare-settings: each case's recipe against the other, paired in its process
-        "settings": flavour_verdicts(ok, floors, min_effect, "settings"),
+        "settings": loop_verdicts(ok, floors, min_effect, "settings"),
     }
 
 
@@ -324,7 +337,7 @@ AGAINST = {
 }
 
 
-def flavour_ratio(entry: dict[str, Any], kind: str = "grad_sync") -> dict[str, Any] | None:
+def loop_ratio(entry: dict[str, Any], kind: str = "grad_sync") -> dict[str, Any] | None:
     """A case's loop over another loop of the same strategy, paired per window in each process
     (``grad_sync``: its flavour over ``every``; ``settings``: its recipe over the
     ``--compare-settings`` one), pooled over its processes."""
@@ -340,7 +353,7 @@ def flavour_ratio(entry: dict[str, Any], kind: str = "grad_sync") -> dict[str, A
     return stats.paired(groups, seed=seed)
 
 
-def flavour_verdicts(
+def loop_verdicts(
     entries, floors, min_effect: float, kind: str = "grad_sync"
 ) -> list[dict[str, Any]]:
     """Each case's loop against its other loop (``grad_sync``: under FSDP2/HSDP, its flavour
@@ -348,7 +361,7 @@ def flavour_verdicts(
     word (the rule and noise floor of strategy comparisons at that K, N)."""
     out = []
     for e in sorted(entries, key=lambda e: (e["accumulate"], e["live_tensors"], e["strategy"])):
-        result = flavour_ratio(e, kind)
+        result = loop_ratio(e, kind)
         if result is None:
             continue
         floor = floors[(e["accumulate"], e["live_tensors"])]["floor"]

@@ -2,7 +2,7 @@
 
 Rows made here are schema-2 rows shaped like ``benches.engine.case.row_for``'s: paired samples (each
 strategy window beside a plain-loop window of the same process), the row's paired ``overhead``
-computed as the engine's ``case.summarise`` computes it, exact memory figures and CPU pressure.
+computed as the engine's ``case.measured_part`` computes it, exact memory figures and CPU pressure.
 Their figures are planted, not measured: they check the arithmetic of what a report says.
 
 The browser tests drive Debian's ``chromium`` through ``chromedriver`` (Selenium), both from the
@@ -28,6 +28,7 @@ import numpy as np
 import pytest
 from conftest import run_reports
 
+from benches.engine.spec import CaseSpec
 from reports import analysis, build, charts, compare, stats, verdicts
 from reports.__main__ import main as reports_main
 from reports.rows import SCHEMA_VERSION, read
@@ -62,7 +63,7 @@ def spread(median: float, width: float = 0.01, n: int = 10) -> list[float]:
 
 
 def measured(row: dict) -> dict:
-    """The row's figures from its samples, as ``benches.engine.case.summarise`` computes them."""
+    """The row's figures from its samples, as the engine's ``case.measured_part`` computes them."""
     samples = row["samples"]
     row["phases"] = {
         p: stats.summarize(v)
@@ -105,22 +106,25 @@ def make_row(
 ) -> dict:
     """A schema-2 row: ``repeat`` pairs, the strategy's window ``overhead`` times the plain
     loop's beside it, each side with its own +-``noise`` jitter (seeded by the case)."""
-    case_id = f"{strategy}-k{k}-n{n}-tiny-cpu-r{round}"
+    # the case's identity as the engine writes it (benches.engine.case.row_for)
+    spec = CaseSpec(
+        strategy=strategy,
+        preset="tiny",
+        device="cpu",
+        accumulate=k,
+        live_tensors=n,
+        repeat=repeat,
+        warmup=1,
+        threads=1,
+        round=round,
+        run_id="testrun",
+    )
+    case_id = spec.case_id
     row = {
         "schema_version": SCHEMA_VERSION,
-        "run_id": "testrun",
+        "run_id": spec.run_id,
         "case_id": case_id,
-        "strategy": strategy,
-        "accumulate": k,
-        "live_tensors": n,
-        "preset": "tiny",
-        "device": "cpu",
-        "dtype": "float32",
-        "world_size": 1,
-        "repeat": repeat,
-        "warmup": 1,
-        "threads": 1,
-        "seed": 0,
+        **spec.identity(),
         "round": round,
         "status": status,
         "error": error,
@@ -386,7 +390,7 @@ def test_verdicts_json_is_written_and_the_page_shows_what_it_says(tmp_path):
     directory = write_run(tmp_path / "run", standard_rows())
     html = build.build(directory).read_text()
     judged = json.loads((directory / verdicts.VERDICTS).read_text())
-    assert judged["schema_version"] == verdicts.SCHEMA_VERSION
+    assert judged["schema_version"] == verdicts.VERDICTS_SCHEMA_VERSION
     assert judged["min_effect"] == verdicts.DEFAULT_MIN_EFFECT
     pairs = len(list(combinations(OVERHEADS, 2)))
     assert len(judged["comparisons"]) == 4 * pairs * len(verdicts.METRICS)  # 4 (K, N), 3 metrics
@@ -642,7 +646,7 @@ def test_compare_finds_a_planted_slowdown(tmp_path):
     assert reports_main(["compare", str(a), str(b)]) == 0
     assert (b / "compare.html").is_file()
     result = json.loads((b / compare.COMPARE).read_text())  # beside the page, in B's directory
-    assert result["schema_version"] == verdicts.SCHEMA_VERSION
+    assert result["schema_version"] == verdicts.VERDICTS_SCHEMA_VERSION
     assert result["min_effect"] == verdicts.DEFAULT_MIN_EFFECT
     assert all(f["floor"] is not None for f in result["noise_floor"])
     assert {c["verdict"] for c in result["comparisons"]} <= set(WORDS)

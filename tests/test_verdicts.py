@@ -170,10 +170,12 @@ def test_every_unordered_pair_once_per_metric_and_k():
     assert (flipped["a"], flipped["b"], flipped["verdict"]) == ("b", "a", "same")
 
 
-def test_rows_from_before_a_setting_read_as_what_they_ran():
-    from reports.rows import setting
+def test_a_row_without_a_field_of_its_identity_is_refused_naming_file_line_and_field(tmp_path):
+    import json
 
-    assert setting({"world_size": 2}, "parallel") == "ddp"  # ranks were always DDP's
-    assert setting({"world_size": 1}, "parallel") == "none"
-    assert setting({}, "grad_sync") == "last" and setting({"grad_sync": "every"}, "grad_sync")
-    assert setting({}, "workload") == "benches.workloads.transformer:workload"
+    from reports.rows import SCHEMA_VERSION, SchemaError, read
+
+    row = {"schema_version": SCHEMA_VERSION, "case_id": "x-k1", "status": "ok", "strategy": "x"}
+    (tmp_path / "results.jsonl").write_text("\n" + json.dumps(row) + "\n")
+    with pytest.raises(SchemaError, match=r"results.jsonl:2: row 'x-k1' has no field 'options'"):
+        read(tmp_path)

@@ -46,6 +46,46 @@ USAGE = (
 def run_case(spec: CaseSpec) -> dict[str, Any] | None:
     """Measure one case; under torchrun every rank measures and rank 0 returns the row."""
     rank, _, world = distributed.ranks()
+    workload = setup(spec)
+    data, references = case_data(workload, rank, world)
+    shape = distributed.parse_mesh(spec.mesh or None, spec.parallel, world)
+    parallel = distributed.Parallel(spec.parallel, workload.device, shape)
+    runner = PairedRunner(workload, spec.label, parallel, spec.grad_sync)
+    # before any backward: DDP takes a communication hook only before its first
+    counter = distributed.CollectiveCounter(runner.strategy.module, parallel.kind)
+    timed = data[:2]  # two windows alternate, so that no window's data is cached twice
+    # compiled: every graph (and each new shape's) is compiled here, outside every window
+    compile_s = runner.strategy.warm(timed) if spec.recipe.compile else None
+    check, errors = check_gradients(spec, runner, workload, data, references, parallel)
+    del references
+    samples, context, collectives = timed_pairs(spec, runner, workload, timed, counter)
+    if parallel.sharded:
+        samples.update(flavour_pairs(spec, runner, timed))
+    other_compile_s = other_settings(spec, runner, timed, samples)
+    compile_s = compile_s if compile_s is not None else other_compile_s
+    costs = cost_counts(spec, runner, workload, timed)
+    runner.close()
+    del runner
+    gc.collect()
+    held_peak = memory_figures(workload, spec, data, parallel, rank)
+    if spec.parallel != "none":
+        samples = distributed.slowest(samples, world)
+        held_peak = distributed.largest(held_peak, world)
+        torch.distributed.destroy_process_group()
+        if rank != 0:
+            return None
+    memory_row = {**held_peak, **context}
+    measured = measured_part(spec, workload, samples, check, memory_row, collectives)
+    return {
+        **measured,
+        **errors,
+        "compile_s": compile_s,
+        "cost_model": cost_figures(costs, samples) if costs else None,
+    }
+
+
+def setup(spec: CaseSpec) -> bound.Bound:
+    """Threads, plugins, this rank's device and process group, and the case's workload."""
     torch.set_num_threads(spec.threads)
     for module in spec.plugins:
         importlib.import_module(module)
@@ -65,21 +105,25 @@ def run_case(spec: CaseSpec) -> dict[str, Any] | None:
     )
     workload = bound.build(spec.workload, settings)
     workload.recipe = recipe
-    # the data of every window, made before any clock runs; rank r holds windows w * world + r,
-    # so ranks hold different tokens; a window's reference is the whole global batch's gradient
+    return workload
+
+
+def case_data(workload: bound.Bound, rank: int, world: int) -> tuple[list, list]:
+    """The data of every window, made before any clock runs: this rank's windows with their
+    normaliser, and each window's whole global batch for its reference. Rank r holds windows
+    w * world + r, so ranks hold different tokens."""
     windows = range(gradients.CHECK_WINDOWS)
     mine = [workload.batches(w * world + rank) for w in windows]
     every = [[b for r in range(world) for b in workload.batches(w * world + r)] for w in windows]
     data = [(batches, workload.distributed_window_tokens(batches)) for batches in mine]
     references = [(batches, workload.window_tokens(batches)) for batches in every]
-    shape = distributed.parse_mesh(spec.mesh or None, spec.parallel, world)
-    parallel = distributed.Parallel(spec.parallel, workload.device, shape)
-    runner = PairedRunner(workload, spec.label, parallel, spec.grad_sync)
-    counter = distributed.CollectiveCounter(runner.strategy.module, parallel.kind)
-    timed = data[:2]  # two windows alternate, so that no window's data is cached twice
-    # compiled: every graph (and each new shape's) is compiled here, outside every window
-    compile_s = runner.strategy.warm(timed) if recipe.compile else None
+    return data, references
 
+
+def check_gradients(spec, runner, workload, data, references, parallel) -> tuple[dict, dict]:
+    """The strategy's windows against the reference (a failure raises: the case fails); the
+    check's figures and the first window's error figures."""
+    world = spec.world_size
     check = gradients.check_windows(
         runner.strategy,
         workload,
@@ -88,19 +132,23 @@ def run_case(spec: CaseSpec) -> dict[str, Any] | None:
         training.grad_tolerance(spec.precision, spec.accumulate, world),
         parallel,
     )
-    del every, references
     if spec.parallel != "none":
         check = distributed.worst_check(check, world)
     if not check["ok"]:
         raise gradients.GradientCheckError(gradients.failure(check))
     errors = {key: check.pop(key, None) for key in ("accumulation_error", "total_error")}
+    return check, errors
 
+
+def timed_pairs(spec, runner, workload, timed, counter) -> tuple[dict, dict, list]:
+    """The plain loop beside the strategy's, warm-up, then ``repeat`` timed pairs: the samples
+    of every phase, the memory context (RSS, growth per window) and the collectives per window."""
+    recipe = spec.recipe
     runner.add_plain()
     if recipe.compile:
         runner.plain.warm(timed)  # the compiled graphs are cached: this only checks shapes
     for i in range(spec.warmup):
         runner.pair(i, *timed[i % 2])
-
     if workload.device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(workload.device)
     rss_after_setup = memory.status_bytes("VmRSS")
@@ -126,23 +174,6 @@ def run_case(spec: CaseSpec) -> dict[str, Any] | None:
             if workload.device.type == "cuda"
             else (memory.status_bytes("VmRSS") or 0)
         )
-    flavours = flavour_pairs(spec, runner, timed) if parallel.sharded else {}
-    samples.update(flavours)
-    other = compared_recipe(spec)
-    if other is not None:  # after the headline pairs: its replica never lives beside them
-        runner.add_other(other)
-        warm_s = runner.other.warm(timed)  # compiling, if the other recipe compiles
-        if other.compile and compile_s is None:
-            compile_s = warm_s
-        samples.update(setting_pairs(spec, runner, timed))
-    costs = (  # after the timed pairs, off the clock: coefficients and counts of this process
-        None
-        if spec.control  # an extra process of the control: it measures noise, nothing else
-        else {
-            "coefficients": costmodel.calibrate(workload.device),
-            "counts": costmodel.count(runner.strategy, *timed[0]),
-        }
-    )
     context = {
         "rss_after_setup_bytes": rss_after_setup,
         "peak_rss_bytes": memory.status_bytes("VmHWM") if hwm_reset else None,
@@ -150,22 +181,30 @@ def run_case(spec: CaseSpec) -> dict[str, Any] | None:
         "growth_bytes_per_window": stats.slope(range(len(footprint)), footprint),
         "growth_measure": "cuda_allocated" if workload.device.type == "cuda" else "rss",
     }
-    runner.close()
-    del runner
-    gc.collect()
-    held_peak = memory_figures(workload, spec, data, parallel, rank)
-    if spec.parallel != "none":
-        samples = distributed.slowest(samples, world)
-        held_peak = distributed.largest(held_peak, world)
-        torch.distributed.destroy_process_group()
-        if rank != 0:
-            return None
-    measured = summarise(spec, workload, samples, check, {**held_peak, **context}, collectives)
+    return samples, context, collectives
+
+
+def other_settings(spec: CaseSpec, runner: PairedRunner, timed, samples: dict) -> float | None:
+    """``--compare-settings``: the other recipe's loop, paired with the case's (into
+    ``samples``); its compile time when it compiles. Built after the headline pairs, so its
+    replica never lives beside them."""
+    other = compared_recipe(spec)
+    if other is None:
+        return None
+    runner.add_other(other)
+    warm_s = runner.other.warm(timed)  # compiling, if the other recipe compiles
+    samples.update(setting_pairs(spec, runner, timed))
+    return warm_s if other.compile else None
+
+
+def cost_counts(spec: CaseSpec, runner: PairedRunner, workload, timed) -> dict[str, Any] | None:
+    """The cost model's coefficients and counts of this process, after the timed pairs and off
+    the clock; none for the control's extra processes (they measure noise, nothing else)."""
+    if spec.control:
+        return None
     return {
-        **measured,
-        **errors,
-        "compile_s": compile_s,
-        "cost_model": cost_figures(costs, samples) if costs else None,
+        "coefficients": costmodel.calibrate(workload.device),
+        "counts": costmodel.count(runner.strategy, *timed[0]),
     }
 
 
@@ -250,7 +289,7 @@ def memory_figures(workload, spec: CaseSpec, data, parallel, rank: int) -> dict[
             capture.unlink(missing_ok=True)
 
 
-def summarise(spec, workload, samples, check, memory_row, collectives) -> dict[str, Any]:
+def measured_part(spec, workload, samples, check, memory_row, collectives) -> dict[str, Any]:
     """The measured part of the row: phases, the paired overhead, pressure, memory, check."""
     world = spec.world_size
     phases = {p: stats.summarize(v) for p, v in samples.items() if v and p in (*PHASES, "sync")}
@@ -290,7 +329,7 @@ def summarise(spec, workload, samples, check, memory_row, collectives) -> dict[s
             else None
         ),
         "collectives_per_window": collectives_figure(collectives, spec.parallel),
-        "grad_sync_vs_every": flavour_ratio(samples, spec),
+        "grad_sync_vs_every": grad_sync_ratio(samples, spec),
         "settings_vs": setting_ratio(samples, spec),
         "memory": memory_row,
         "grad_check": check,
@@ -362,7 +401,7 @@ def collectives_figure(collectives: list[dict[str, Any]], parallel: str) -> dict
     }
 
 
-def flavour_ratio(samples: dict[str, list], spec: CaseSpec) -> dict[str, Any] | None:
+def grad_sync_ratio(samples: dict[str, list], spec: CaseSpec) -> dict[str, Any] | None:
     """The paired ratio of the case's flavour over ``every`` on one model (None: not measured)."""
     if not samples.get("flavour_window"):
         return None

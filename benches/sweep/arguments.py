@@ -18,12 +18,12 @@ from benches.engine.spec import OPTION, SWEEP_IDENTITY, parse_options
 from benches.workloads import protocol
 from benches.workloads.transformer import PRESETS
 from reports.rows import spell
+from reports.verdicts import DEFAULT_MIN_EFFECT
 
 DEFAULT_RUNS = envinfo.ROOT / "reports" / "runs"
 DEVICES = ("auto", "cpu", "cuda")
 BASELINE_GONE = "baseline"
 DEFAULT_REPEAT = 8  # pairs: with the control processes, the default sweep fits 15 min on 2 cores
-DEFAULT_MIN_EFFECT = 0.02
 CONTROL_PROCESSES = 3  # processes of the control strategy per (K, N) when --rounds is 1
 # seconds per micro-batch forward+backward to budget for, by device: the timeout scales with it
 SECONDS_PER_MICRO_BATCH = {
@@ -126,7 +126,8 @@ def sweep_options(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--min-effect",
         default=str(DEFAULT_MIN_EFFECT),
-        help="smallest difference that matters, a fraction (default 0.02): inside it is "
+        help=f"smallest difference that matters, a fraction (default {DEFAULT_MIN_EFFECT}): "
+        "inside it is "
         "'same', beyond it and the noise floor 'lower'/'higher'",
     )
     run.add_argument("--threads", help="torch threads (default: the machine's cores)")
@@ -231,7 +232,7 @@ class Sweep:
     clip_norm: float | None = None
     compile: bool = False
     compare_settings: str = ""
-    min_effect: float = 0.02
+    min_effect: float = DEFAULT_MIN_EFFECT
     keep_captures: bool = False
     control: str = "none"
 
@@ -352,7 +353,7 @@ def resolve(args: argparse.Namespace) -> Sweep:
 
 
 def parallel_mode(args: argparse.Namespace) -> str:
-    """--parallel as given or as its default (before it is checked)."""
+    """--parallel as given or as its default (before it is checked): ddp with ranks, else none."""
     world = args.world_size if str(args.world_size).isdigit() else "1"
     return args.parallel or ("ddp" if int(world) > 1 else "none")
 
@@ -459,7 +460,7 @@ def parallel_settings(args: argparse.Namespace, world_size: int) -> tuple[str, s
     """--parallel, --mesh and --grad-sync, checked against each other and --world-size."""
     from benches.engine.distributed import GRAD_SYNC, PARALLEL, parse_mesh
 
-    parallel = args.parallel or ("ddp" if world_size > 1 else "none")
+    parallel = parallel_mode(args)
     if parallel not in PARALLEL:
         raise UsageError(f"unknown --parallel {parallel!r}; valid: {', '.join(PARALLEL)}")
     if parallel == "none" and world_size > 1:

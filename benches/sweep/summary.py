@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from reports import analysis
+from reports.verdicts import ratio_text
 
 
 def _ms(seconds: float | None) -> str:
@@ -38,11 +39,7 @@ def print_summary(directory: Path, console: Console | None = None) -> None:
     for line in report["cases"]:
         window = line.get("phases", {}).get("window", {})
         over = line.get("overhead") or {}
-        over_text = (
-            f"{over['ratio']:.3f} ({over['ci_low']:.3f}-{over['ci_high']:.3f})"
-            if over.get("ratio") is not None
-            else "-"
-        )
+        over_text = ratio_text(over)
         vs = (line.get("vs_native") or {}).get("window")
         memory = line.get("memory") or {}
         check = line.get("grad_check") or {}
@@ -55,7 +52,7 @@ def print_summary(directory: Path, console: Console | None = None) -> None:
             f"{line['n']:,}",
             _ms(window.get("median_s")),
             over_text,
-            f"{vs['ratio']:.3f} {vs['verdict']}" if vs and vs["ratio"] is not None else "-",
+            f"{ratio_text(vs)} {vs['verdict']}" if vs else "-",
             _mib(memory.get("held_bytes")),
             _mib(memory.get("peak_bytes")),
             f"{check['max_rel_diff']:.1e}" if check else "-",
@@ -108,9 +105,7 @@ def flavour_table(report: dict) -> Table:
             f"{line['n']:,}",
             line["grad_sync"],
             _ms(line["window"].get("median_s")),
-            f"{vs['ratio']:.3f} ({vs['ci_low']:.3f}-{vs['ci_high']:.3f}) {vs['verdict']}"
-            if vs and vs.get("ratio") is not None
-            else "-",
+            f"{ratio_text(vs)} {vs['verdict']}" if vs else "-",
             str(collectives.get("reduce_scatter", "-")),
             str(collectives.get("allreduce", "-")),
             _mib(line.get("held_bytes")),
@@ -139,12 +134,7 @@ def settings_table(report: dict) -> Table:
         )
     for line in report["settings"]:
         c = line["comparison"]
-        ratio = "-"
-        if c.get("ratio") is not None:
-            ratio = f"{c['ratio']:.3f}"
-            if c.get("ci_low") is not None:
-                bounds = "" if c.get("confidence") else "bounds "
-                ratio += f" ({bounds}{c['ci_low']:.3f}-{c['ci_high']:.3f})"
+        ratio = ratio_text(c)
         verdict = c["verdict"] + (" [yellow]noisy[/yellow]" if c.get("noisy") else "")
         cells = [line["strategy"], line["precision"], str(line["k"]), f"{line['n']:,}"]
         cells += [f"{line['a_value']} vs {line['b_value']}", ratio, verdict]
