@@ -421,7 +421,12 @@ def row_for(spec: CaseSpec, measured: dict[str, Any]) -> dict[str, Any]:
         **spec.identity(),
         "round": spec.round,
         **measured,
-        "env": {**envinfo.environment(spec.device), **spec.git},
+        "env": {
+            **envinfo.environment(spec.device),
+            **spec.git,
+            # forked from the sweep's fork server (benches/sweep/zygote.py) or spawned fresh
+            "process_start": os.environ.get("ZEROGRAD_PROCESS_START", "spawned"),
+        },
     }
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # the checkout: benches/engine/envinfo.py
 
 
 def git_state(root: Path = ROOT) -> dict[str, str | bool | None]:

@@ -20,6 +20,7 @@ from typing import Any
 
 from benches.engine import envinfo, results
 from benches.engine.spec import CaseSpec
+from benches.sweep import zygote
 from benches.sweep.arguments import (
     CONTROL_PROCESSES,
     DEFAULT_RUNS,
@@ -96,8 +97,19 @@ def cases(sweep: Sweep, run_id: str, git: dict[str, Any]) -> list[CaseSpec]:
     return out
 
 
-def run_one(spec: CaseSpec, timeout: float) -> dict[str, Any]:
-    """The case in a fresh process; a crash, an OOM kill or a timeout becomes a failed row."""
+def case_env() -> dict[str, str]:
+    """The environment of a case's process: the checkout first on PYTHONPATH."""
+    return dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(
+            [str(envinfo.ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+        ),
+    )
+
+
+def run_one(spec: CaseSpec, timeout: float, server: zygote.Zygote | None = None) -> dict[str, Any]:
+    """The case in a process of its own (forked from ``server``, or a fresh interpreter); a
+    crash, an OOM kill or a timeout becomes a failed row."""
     from benches.engine.case import failed_measure, row_for
 
     work = Path(spec.out_dir) / "cases"
@@ -107,39 +119,17 @@ def run_one(spec: CaseSpec, timeout: float) -> dict[str, Any]:
     log_path.parent.mkdir(exist_ok=True)
     out_path.unlink(missing_ok=True)
     spec_path.write_text(json.dumps(dataclasses.asdict(spec)))
-    env = dict(
-        os.environ,
-        PYTHONPATH=os.pathsep.join(
-            [str(envinfo.ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
-        ),
-    )
-    with open(log_path, "w") as log:
-        launcher = [sys.executable]
-        if spec.parallel != "none":  # N local ranks: gloo on CPU, NCCL on CUDA
-            launcher += [
-                "-m",
-                "torch.distributed.run",
-                "--standalone",
-                "--nnodes",
-                "1",
-                f"--nproc-per-node={spec.world_size}",
-            ]
-        proc = subprocess.Popen(
-            [*launcher, "-m", "benches.engine.case", str(spec_path), str(out_path)],
-            cwd=envinfo.ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # Ctrl-C reaches the sweep, which ends the case itself
-        )
+    code: int | None = None
+    forked = False
+    if server is not None and spec.parallel == "none":  # torchrun's ranks start their own
         try:
-            code = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _kill(proc)
-            return row_for(spec, failed_measure(f"timed out after {timeout:g} s"))
-        except BaseException:
-            _kill(proc)
-            raise
+            code, forked = server.run([str(spec_path), str(out_path)], log_path, timeout), True
+        except (EOFError, OSError):  # the server is gone: this case and the rest spawn
+            server = None
+    if not forked:
+        code = spawn(spec, spec_path, out_path, log_path, timeout)
+    if code is None:
+        return row_for(spec, failed_measure(f"timed out after {timeout:g} s"))
     if out_path.exists():
         row = json.loads(out_path.read_text())
         if row["status"] != "ok" and spec.parallel != "none":
@@ -159,6 +149,38 @@ def run_one(spec: CaseSpec, timeout: float) -> dict[str, Any]:
     if tail:
         error += f": {tail[-1]}"
     return row_for(spec, failed_measure(error))
+
+
+def spawn(spec: CaseSpec, spec_path: Path, out_path: Path, log_path: Path, timeout: float):
+    """The case in a fresh interpreter (under torchrun with ranks): its exit code, or None when
+    it timed out (its process group killed)."""
+    with open(log_path, "w") as log:
+        launcher = [sys.executable]
+        if spec.parallel != "none":  # N local ranks: gloo on CPU, NCCL on CUDA
+            launcher += [
+                "-m",
+                "torch.distributed.run",
+                "--standalone",
+                "--nnodes",
+                "1",
+                f"--nproc-per-node={spec.world_size}",
+            ]
+        proc = subprocess.Popen(
+            [*launcher, "-m", "benches.engine.case", str(spec_path), str(out_path)],
+            cwd=envinfo.ROOT,
+            env=case_env(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # Ctrl-C reaches the sweep, which ends the case itself
+        )
+        try:
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill(proc)
+            return None
+        except BaseException:
+            _kill(proc)
+            raise
 
 
 def _exception_lines(log_path: Path) -> list[str]:
@@ -251,12 +273,13 @@ def sweep_main(sweep: Sweep) -> int:
         TextColumn("ETA"),
         TimeRemainingColumn(),
     )
+    server = None if os.environ.get(zygote.FRESH) else zygote.Zygote(case_env(), envinfo.ROOT)
     with Progress(*columns, console=console, transient=False) as progress:
         task = progress.add_task("sweep", total=len(todo))
         for spec in todo:
             progress.update(task, description=f"{spec.case_id:<40}")
             try:
-                row = run_one(spec, sweep.timeout)
+                row = run_one(spec, sweep.timeout, server)
             except KeyboardInterrupt:
                 interrupted = True
                 break
@@ -265,6 +288,8 @@ def sweep_main(sweep: Sweep) -> int:
                 failed += 1
                 progress.console.print(f"[red]failed[/red] {spec.case_id}: {row['error']}")
             progress.advance(task)
+    if server is not None:
+        server.close()
     return finish(sweep, console, failed, interrupted)
 
 
