@@ -92,13 +92,23 @@ def test_a_memory_difference_inside_the_measured_memory_floor_is_unclear():
     assert verdicts.decide_exact(130, 100, 0.02, floor=0.15)["verdict"] == "higher"
 
 
+CASE_FIELDS = {  # a pooled entry's swept settings beside strategy, K and N
+    "grad_sync": "last",
+    "precision": "fp32",
+    "optimizer": "adamw",
+    "clip_norm": None,
+    "compile": False,
+    "compare_settings": "",
+}
+
+
 def test_the_memory_floor_is_the_spread_of_identical_loops_between_processes():
     def entry(strategy, peaks, plain_peaks):
         rows = [
             {"memory": {"peak_bytes": p, "held_bytes": 10, "plain_peak_bytes": q}}
             for p, q in zip(peaks, plain_peaks, strict=True)
         ]
-        return {"strategy": strategy, "grad_sync": "last", "rows": rows}
+        return {"strategy": strategy, **CASE_FIELDS, "rows": rows}
 
     exact = [entry("a", [100], [90]), entry("b", [120], [90])]
     assert verdicts.memory_floors(exact) == {"peak_memory": 0.0, "held_memory": 0.0}
@@ -126,6 +136,7 @@ def _entry(rows):
         "strategy": first["strategy"],
         "accumulate": first["accumulate"],
         "live_tensors": 0,
+        **CASE_FIELDS,
         "rows": rows,
         "phases": {"window": {}},
     }
