@@ -22,9 +22,16 @@ def install_project(session: nox.Session, extras: str = "bench") -> None:
 
 @nox.session(python=PYTHON, reuse_venv=True)
 def tests(session: nox.Session) -> None:
-    """Run the whole test suite, as CI does."""
+    """The test suite without the slow end-to-end tests (about 5 min on 2 cores)."""
     install_project(session, "bench,dev,hf")  # dev: asv (tests/test_asv.py); hf: the GPT-2 example
-    session.run("python", "-m", "pytest", *(session.posargs or ["-q"]))
+    session.run("python", "-m", "pytest", *(session.posargs or ["-q", "-m", "not slow"]))
+
+
+@nox.session(python=PYTHON, reuse_venv=True, default=False)
+def slow(session: nox.Session) -> None:
+    """The slow end-to-end tests (asv over commits, ranks, A/A sweeps); CI runs them too."""
+    install_project(session, "bench,dev,hf")
+    session.run("python", "-m", "pytest", *(session.posargs or ["-q", "-m", "slow"]))
 
 
 @nox.session(python=PYTHON, reuse_venv=True, default=False)

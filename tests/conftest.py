@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import gc
 import importlib
+import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +16,7 @@ import torch
 from torch import nn
 
 import strategies
+from reports import verdicts
 
 # a sweep that tests the sweep's mechanics, not verdicts: tiny, few pairs, no extra processes
 QUICK = [
@@ -114,3 +117,94 @@ def run_reports(*args: str, timeout: float = 120) -> subprocess.CompletedProcess
         text=True,
         timeout=timeout,
     )
+
+
+# -- what many tests read: one real sweep, one browser, per session -----------------------------
+STRATEGIES = ("native", "lazy", "global")  # three: every process costs ~4 s of the suite
+PAIRS = len(STRATEGIES) * (len(STRATEGIES) - 1) // 2
+BENCH_TEST = """
+def test_sum(benchmark):
+    benchmark.extra_info["what"] = "sum of 1000 ints"
+    benchmark(sum, range(1000))
+"""
+
+
+@pytest.fixture(scope="session")
+def real_sweep(tmp_path_factory) -> Path:
+    """The session's real tiny sweep, for every test that only reads one (every case a fresh
+    process, native in two more processes at every K and N as the control), with real
+    pytest-benchmark output beside it."""
+    out = tmp_path_factory.mktemp("sweep")
+    command = [sys.executable, "-m", "benches", "run", "--preset", "tiny"]
+    command += ["--accumulate", "1,2", "--live-tensors", "0", "--repeat", "6"]
+    command += ["--warmup", "1", "--threads", "1", "--strategies", ",".join(STRATEGIES)]
+    done = subprocess.run(
+        [*command, "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert (out / "index.html").exists()  # the sweep renders its report itself
+    bench_dir = tmp_path_factory.mktemp("bench")
+    (bench_dir / "test_sum.py").write_text(BENCH_TEST)
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(bench_dir)),
+            *("--benchmark-max-time=0.05", f"--benchmark-json={out / 'pytest-benchmark.json'}"),
+        ],
+        cwd=bench_dir,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout[-2000:]
+    done = run_reports("build", str(out))
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def planted_factor(sweep: Path) -> float:
+    """A slowdown well beyond the sweep's measured noise floor: 2x, or more on a machine so
+    busy that its floor hides 2x (the floor is what a verdict promises to see past)."""
+    judged = json.loads((sweep / verdicts.VERDICTS).read_text())
+    return max(2.0, 2 * (1 + max(f["floor"] for f in judged["noise_floor"])))
+
+
+@pytest.fixture(scope="session")
+def slower_sweep(real_sweep: Path, tmp_path_factory) -> Path:
+    """The sweep's rows with lazy's strategy windows slowed down (``planted_factor``), its
+    plain windows left alone."""
+    directory = tmp_path_factory.mktemp("slower")
+    factor = planted_factor(real_sweep)
+    with open(real_sweep / "results.jsonl") as f, open(directory / "results.jsonl", "w") as out:
+        for line in f:
+            row = json.loads(line)
+            if row["strategy"] == "lazy" and row["status"] == "ok":
+                row["samples"]["window"] = [x * factor for x in row["samples"]["window"]]
+            out.write(json.dumps(row) + "\n")
+    shutil.copy(real_sweep / "run.json", directory / "run.json")
+    return directory
+
+
+@pytest.fixture(scope="session")
+def recipe_sweep(tmp_path_factory) -> tuple[Path, str]:
+    """A real tiny sweep in two precisions, each case's loop paired with a bf16-autocast one
+    (--compare-settings): native at K=1 and 4, four processes; its directory and its output."""
+    out = tmp_path_factory.mktemp("recipe")
+    command = [sys.executable, "-m", "benches", "run", "--preset", "tiny", "--strategies"]
+    command += ["native", "--accumulate", "1,4", "--live-tensors", "0", "--repeat", "2"]
+    command += ["--warmup", "0", "--threads", "1", "--control", "none", "--precision"]
+    command += ["fp32,bf16", "--compare-settings", "precision=bf16-autocast"]
+    done = subprocess.run(
+        [*command, "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return out, done.stdout
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """One headless Chromium for every page of the session (tests/browser.py)."""
+    import browser as chromium
+
+    driver = chromium.start()
+    yield driver
+    driver.quit()

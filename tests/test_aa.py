@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 from conftest import run_reports
 
+pytestmark = pytest.mark.slow  # statistical: sweeps of twins and a planted slowdown
+
 ROOT = Path(__file__).resolve().parent.parent
 TWINS = {"block_twin": "block", "native_twin": "native", "lazy_twin": "lazy"}
 STRATEGIES = [*TWINS.values(), *TWINS, "sleepy"]

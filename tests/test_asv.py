@@ -183,6 +183,7 @@ def test_asv_check_passes_in_the_current_environment(tmp_path):
     assert "No problems found" in done.stdout
 
 
+@pytest.mark.slow
 def test_asv_dry_run_runs_the_track_suites(tmp_path):
     """A smoke run of the quick suites; results, machine file and html stay in tmp_path."""
     config, env = scratch_asv(ROOT, tmp_path, tmp_path)

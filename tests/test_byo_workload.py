@@ -100,6 +100,7 @@ def _sweep(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("spec", "names"), [(CONVNET, ["lazy", "native"]), (GPT2, ["native"])])
 def test_a_tiny_sweep_of_an_example_workload_checks_gradients(spec, names, tmp_path):
     # the GPT-2 one is what CI runs of transformers (the hf extra): its import is not skipped

@@ -424,6 +424,7 @@ def test_readme_plugin_example_passes_the_shared_suite():
     assert done.returncode == 0, done.stdout[-2000:]  # 5 if -k drop had selected nothing
 
 
+@pytest.mark.slow
 def test_world_size_two_runs_ddp_ranks_with_a_sync_phase(plugin_dir, tmp_path):
     out = tmp_path / "run"
     args = [*QUICK, "--accumulate", "2", "--world-size", "2"]
@@ -449,6 +450,7 @@ def test_world_size_two_runs_ddp_ranks_with_a_sync_phase(plugin_dir, tmp_path):
         assert row["grad_check"]["ok"], row["grad_check"]
 
 
+@pytest.mark.slow
 def test_fsdp2_sweep_measures_both_flavours_paired_with_collectives(tmp_path):
     out = tmp_path / "run"
     args = [*QUICK, "--accumulate", "2", "--world-size", "2", "--parallel", "fsdp2"]
@@ -478,6 +480,7 @@ def test_fsdp2_sweep_measures_both_flavours_paired_with_collectives(tmp_path):
     assert 'id="grad-sync"' in html and "reduce-scatters" in html
 
 
+@pytest.mark.slow
 def test_ddp_with_one_rank_wraps_the_model_in_ddp(tmp_path):
     out = tmp_path / "run"
     done = sweep(

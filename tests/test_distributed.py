@@ -11,7 +11,10 @@ import torch.multiprocessing as mp
 
 import strategies
 
-pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distributed unavailable")
+pytestmark = [
+    pytest.mark.skipif(not dist.is_available(), reason="torch.distributed unavailable"),
+    pytest.mark.slow,  # gloo ranks in processes of their own
+]
 WORLD = 2
 
 

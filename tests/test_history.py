@@ -26,18 +26,19 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import run_reports
-from test_asv import asv, scratch_asv
-from test_reports import (  # the reports' browser, reused: one way to open a page
+from browser import (  # the reports' browser, reused: one way to open a page
     assert_not_blank,
-    browser,  # noqa: F401  (a fixture)
     chart_boxes,
     full_screenshot,
     open_offline,
 )
+from conftest import run_reports
+from test_asv import asv, scratch_asv
 
 from benches.asv_common import PairedOverheadMixin
 from reports import history
+
+pytestmark = pytest.mark.slow  # real asv runs over two commits
 
 ROOT = Path(__file__).resolve().parents[1]
 PAIRED = "asv_strategies.StrategyOverhead.track_window_over_plain"
@@ -221,7 +222,7 @@ def test_planted_regression_comes_first(asv_dir, tmp_path):
     assert "verdict-higher" in changes and "native" in changes
 
 
-def test_history_page_renders_in_chromium(page, asv_dir, browser, tmp_path):  # noqa: F811
+def test_history_page_renders_in_chromium(page, asv_dir, browser, tmp_path):
     html = page.read_text()
     assert "<script" not in html
     open_offline(browser, page)

@@ -78,6 +78,7 @@ class _Mlp:
         return torch.nn.functional.mse_loss(module(x), y, reduction="sum") / normaliser
 
 
+@pytest.mark.slow
 def test_a_compiled_loop_compiles_before_its_windows_and_collects_the_eager_gradient():
     from benches.engine import bound, training
     from benches.engine.runner import Loop

@@ -1,0 +1,260 @@
+"""Rows made here, and ways to read the pages built from them (no test in this module).
+
+Rows made here are schema-2 rows as the engine writes them (the identity through
+``benches.engine.spec.CaseSpec``, the rest shaped like ``benches.engine.case.row_for``'s):
+paired samples (each strategy window beside a plain-loop window of the same process), the row's
+paired ``overhead`` computed as the engine's ``case.measured_part`` computes it, exact memory
+figures and CPU pressure. Their figures are planted, not measured: they check the arithmetic of
+what a report says.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+from benches.engine.spec import CaseSpec
+from reports import stats
+from reports.rows import SCHEMA_VERSION
+
+ROOT = Path(__file__).resolve().parents[1]
+SECTIONS = (  # index.html's sections, in the page's order
+    "run",
+    "answer",
+    "strategies",
+    "verdicts",
+    "overhead",
+    "charts",
+    "accumulation-error",
+    "timeline",
+    "cost-model",
+    "flamegraphs",
+    "failed",
+    "pytest-benchmark",
+    "environment",
+    "raw",
+)
+CHARTS = ["phases", "memory", "reset-vs-live", "window-vs-k", "accumulation-error", "timeline"]
+COMPARE_SECTIONS = ("runs", "verdict", "chart", "phases", "environment")
+WORDS = ("lower", "higher", "same", "unclear")
+MIB = 2**20
+
+
+# -- rows made here -------------------------------------------------------------------------------
+def spread(median: float, width: float = 0.01, n: int = 10) -> list[float]:
+    """n samples evenly spread around median (+-width, relative): the median is exact."""
+    return [median * (1 + width * (2 * i / (n - 1) - 1)) for i in range(n)]
+
+
+def measured(row: dict) -> dict:
+    """The row's figures from its samples, as the engine's ``case.measured_part`` computes them."""
+    samples = row["samples"]
+    row["phases"] = {
+        p: stats.summarize(v)
+        for p, v in samples.items()
+        if p in ("reset", "forward", "backward", "update", "window")
+    }
+    plain = samples["plain_window"]
+    pairs = stats.log_ratios(samples["window"], plain)
+    overhead = stats.public(stats.paired([pairs], seed=row["round"]))
+    overhead["plain"] = stats.summarize(plain)
+    overhead["split_half"] = stats.split_half(plain)
+    row["overhead"] = overhead
+    pressure = samples["cpu_pressure"]
+    row["cpu_pressure"] = {
+        "median": float(np.median(pressure)),
+        "max": max(pressure),
+        "measure": "share of each pair's wall time in which some task waited for a CPU",
+    }
+    return row
+
+
+def make_row(
+    strategy: str,
+    k: int = 1,
+    n: int = 0,
+    overhead: float = 1.0,
+    plain: float = 0.010,
+    reset: float = 1e-4,
+    peak: int = 9 * MIB,
+    held: int = MIB,
+    pressure: float = 0.0,
+    noise: float = 0.01,
+    repeat: int = 10,
+    round: int = 0,  # the row's field: its process
+    control: bool = False,
+    seed: int = 0,
+    status: str = "ok",
+    error: str | None = None,
+    flamegraph: bool = False,
+) -> dict:
+    """A schema-2 row: ``repeat`` pairs, the strategy's window ``overhead`` times the plain
+    loop's beside it, each side with its own +-``noise`` jitter (seeded by the case)."""
+    # the case's identity as the engine writes it (benches.engine.case.row_for)
+    spec = CaseSpec(
+        strategy=strategy,
+        preset="tiny",
+        device="cpu",
+        accumulate=k,
+        live_tensors=n,
+        repeat=repeat,
+        warmup=1,
+        threads=1,
+        round=round,
+        run_id="testrun",
+    )
+    case_id = spec.case_id
+    row = {
+        "schema_version": SCHEMA_VERSION,
+        "run_id": spec.run_id,
+        "case_id": case_id,
+        **spec.identity(),
+        "round": round,
+        "status": status,
+        "error": error,
+        "control": control,
+        "params": 297472,
+        "tokens_per_window": 72 * k,
+        "env": {"torch": "2.13.0+cpu", "device": "cpu", "threads": 1, "git_commit": "abc" * 10},
+    }
+    if status != "ok":
+        return {**row, "phases": {}, "overhead": None, "memory": {}, "grad_check": None}
+    rng = np.random.default_rng(zlib.crc32(repr((strategy, k, n, round, seed)).encode()))
+    plain_w = plain * (1 + noise * rng.uniform(-1, 1, repeat))
+    window = plain_w * overhead * (1 + noise * rng.uniform(-1, 1, repeat))
+    resets = np.asarray(spread(reset, n=repeat))
+    rest = (window - resets) / 3
+    row["samples"] = {
+        "reset": resets.tolist(),
+        "forward": rest.tolist(),
+        "backward": rest.tolist(),
+        "update": rest.tolist(),
+        "window": window.tolist(),
+        "plain_window": plain_w.tolist(),
+        "cpu_pressure": [pressure] * repeat,
+    }
+    row["memory"] = {
+        "held_bytes": held,
+        "peak_bytes": peak,
+        "peak_method": "memray peak heap since before attach (aggregated capture)",
+        "plain_held_bytes": 0,
+        "plain_peak_bytes": 8 * MIB,
+        "param_bytes": MIB,
+        "memory_windows": 2,
+        "memray_flamegraph": f"memray/{case_id}.html" if flamegraph else None,
+        "rss_after_setup_bytes": 300 * MIB,
+        "peak_rss_bytes": 302 * MIB,
+        "peak_rss_is_since_setup": True,
+        "growth_bytes_per_window": 0.0,
+        "growth_measure": "rss",
+        "timeline": {  # a window's allocated bytes: gradients freed (or not) at the reset
+            "method": "fabricated",
+            "start_bytes": peak // 2,
+            "window_ms": plain * 1e3,
+            "points": [[0.0, peak // 2], [plain * 100, peak // 2 - held], [plain * 900, peak]],
+            "phases": [["start", 0.0], ["reset", plain * 50], ["end", plain * 1e3]],
+        },
+    }
+    row["grad_check"] = {
+        "max_abs_diff": 0.0,
+        "max_rel_diff": 0.0,
+        "tolerance": 1e-5,
+        "ok": True,
+        "worst_parameter": None,
+        "window": 1,
+        "windows": 3,
+    }
+    row["allreduce_per_window"] = None
+    # the first window's error figures: one micro-batch adds nothing, so K=1 sums exactly
+    row["accumulation_error"] = {"max_rel": 1e-7 * (k - 1), "norm_rel": 4e-8 * (k - 1)}
+    row["total_error"] = {"max_rel": 8e-7 * k**0.5, "norm_rel": 5e-7 * k**0.5}
+    return measured(row)
+
+
+def rescale(row: dict, window: float = 1.0, plain: float = 1.0) -> dict:
+    """A copy of the row with its strategy's times times ``window`` and its plain loop's times
+    ``plain``; the figures recomputed from the samples, as the case would have."""
+    row = copy.deepcopy(row)
+    if row.get("status") != "ok":
+        return row
+    samples = row["samples"]
+    for phase in ("reset", "forward", "backward", "update", "window"):
+        samples[phase] = [x * window for x in samples[phase]]
+    samples["plain_window"] = [x * plain for x in samples["plain_window"]]
+    return measured(row)
+
+
+def write_run(
+    directory: Path, rows: list[dict], accumulate: list[int] | None = None, **sweep
+) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / "results.jsonl", "w") as f:
+        for row in rows:
+            f.write(json.dumps(row) + "\n")
+    ks = accumulate or sorted({r["accumulate"] for r in rows})
+    run = {
+        "run_id": directory.name,
+        "created": "2026-01-01T00:00:00+00:00",
+        "sweep": {"accumulate": ks, "repeat": 10, "warmup": 1, "rounds": 1, **sweep},
+        "env": {"torch": "2.13.0+cpu", "device": "cpu"},
+    }
+    (directory / "run.json").write_text(json.dumps(run))
+    return directory
+
+
+OVERHEADS = {"native": 1.0, "lazy": 0.7, "block": 1.1, "global": 1.3, "flat": 0.5}
+PEAKS = {"native": 9.5, "lazy": 10.0, "block": 9.0, "global": 9.5, "flat": 10.5}  # MiB
+
+
+def standard_rows(seed: int = 0, plain: float = 0.010, ks=(1, 2), ns=(0, 10_000)) -> list[dict]:
+    """lazy fastest (planted 0.7 of native), block leanest, global's reset grows with N; flat
+    would be fastest but ran under CPU pressure; native in three processes (two controls), so
+    the noise floor is measured at every K and N."""
+    rows = []
+    for k in ks:
+        for n in ns:
+            extra = 0.01 * n / 10_000  # global's reset: 1 ms + 10 ms per 10,000 live tensors
+            for name, ratio in OVERHEADS.items():
+                rows.append(
+                    make_row(
+                        name,
+                        k,
+                        n,
+                        overhead=ratio,
+                        plain=plain * k,
+                        reset=0.001 + extra if name == "global" else 1e-4,
+                        peak=int(PEAKS[name] * MIB),
+                        pressure=0.3 if name == "flat" else 0.01,
+                        seed=seed,
+                        flamegraph=name == "lazy",
+                    )
+                )
+            for r in (1, 2):  # the control's two extra processes
+                peak = int(PEAKS["native"] * MIB)
+                rows.append(
+                    make_row(
+                        "native", k, n, plain=plain * k, peak=peak, round=r, control=True, seed=seed
+                    )
+                )
+    return rows
+
+
+def by_id(html: str, section: str) -> str:
+    start = html.index(f'<section id="{section}">')
+    return html[start : html.index("</section>", start)]
+
+
+def verdict_rows(html: str) -> list[tuple[str, str, str, str, str]]:
+    """(a, b, metric, ratio, verdict) of each line of the verdicts section's first table."""
+    table = by_id(html, "verdicts").split("</table>")[0]
+    return re.findall(
+        r'<code>([^<]+)</code></td><td class="text"><code>([^<]+)</code></td>\s*'
+        r'<td class="text">(\w+)</td><td>([^<]+)</td>.*?verdict-(\w+)">',
+        table,
+        flags=re.S,
+    )

@@ -1,0 +1,108 @@
+"""The pages of a real sweep in Chromium: self-contained, drawn, and showing what their JSON
+says (the sweep and the browser are the session's: tests/conftest.py)."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+from browser import (
+    assert_not_blank,
+    chart_boxes,
+    full_screenshot,
+    open_offline,
+    table_words,
+)
+from conftest import PAIRS, run_reports
+from synthetic import (
+    CHARTS,
+    COMPARE_SECTIONS,
+    SECTIONS,
+)
+
+from reports import analysis, build, charts, compare, verdicts
+
+
+def test_report_renders_in_chromium(real_sweep, browser, tmp_path):
+    page = real_sweep / "index.html"
+    assert page.stat().st_size < build.MAX_BYTES
+    html = page.read_text()
+    assert "<script" not in html
+    open_offline(browser, page)
+    tops = browser.execute_script(
+        "return arguments[0].map(id => { const e = document.getElementById(id);"
+        " return e ? e.getBoundingClientRect().top + window.scrollY : null; });",
+        list(SECTIONS),
+    )
+    assert None not in tops, dict(zip(SECTIONS, tops, strict=True))
+    assert tops == sorted(tops), "sections out of the page's order"
+    boxes = chart_boxes(browser)
+    # one N in this sweep: no reset-against-N chart (the planted rows' page test has it)
+    assert [b["name"] for b in boxes] == [c for c in CHARTS if c != "reset-vs-live"]
+    for box in boxes:
+        assert box["width"] > 300 and box["height"] > 150, box
+        assert box["texts"] > 5, box  # title, labels, ticks, legend are text
+    answer = browser.find_element("id", "answer").text
+    assert "Fastest:" in answer and "Leanest:" in answer and "noise floor" in answer
+    # the verdicts section shows, visibly, the word verdicts.json gives each comparison here
+    judged = json.loads((real_sweep / verdicts.VERDICTS).read_text())
+    k, n = analysis.report(real_sweep)["default"]
+    here = [c for c in judged["comparisons"] if (c["k"], c["n"]) == (k, n)]
+    assert len(here) == PAIRS * len(verdicts.METRICS)
+    words = table_words(browser, "verdicts")
+    assert words == [c["verdict"] for m in verdicts.METRICS for c in here if c["metric"] == m]
+    verdicts_text = browser.find_element("id", "verdicts").text
+    assert all(word in verdicts_text for word in set(words))
+    for floor in judged["noise_floor"]:
+        assert f"{floor['floor'] * 100:.1f}%" in answer
+    assert "test_sum" in browser.find_element("id", "pytest-benchmark").text
+    png = full_screenshot(browser, tmp_path / "report.png")
+    assert_not_blank(png)
+
+
+def test_recipe_sweep_page_in_chromium(recipe_sweep, browser):
+    from PIL import Image
+
+    out, _ = recipe_sweep
+    open_offline(browser, out / "index.html")
+    for section in ("run", "settings", "accumulation-error"):
+        assert browser.find_element("id", section).is_displayed()
+    (box,) = [b for b in chart_boxes(browser) if b["name"] == "accumulation-error"]
+    assert box["width"] > 300 and box["height"] > 150 and box["texts"] > 10, box
+    chart = browser.find_element("css selector", 'svg[data-chart="accumulation-error"]')
+    png = chart.screenshot_as_png
+    pixels = np.asarray(Image.open(io.BytesIO(png)).convert("RGB"), dtype=float)
+    assert pixels.mean(axis=2).std() > 20, "the chart looks blank"
+    for colour in charts.COLOURS[:2]:  # each precision's line: fp32 in the first, bf16 the second
+        near = np.abs(pixels - np.array(colour) * 255).max(axis=2) < 40
+        assert near.sum() > 50, f"no line in {colour}"
+    text = browser.find_element("id", "run").text
+    assert "precision=bf16-autocast" in text and "the tables show fp32" in text
+
+
+def test_compare_page_renders_in_chromium(real_sweep, slower_sweep, browser, tmp_path):
+    done = run_reports("compare", str(real_sweep), str(slower_sweep))
+    assert done.returncode == 0, done.stderr
+    page = slower_sweep / "compare.html"
+    assert done.stdout.strip() == str(page)
+    result = json.loads((slower_sweep / compare.COMPARE).read_text())
+    windows = [c for c in result["comparisons"] if c["metric"] == "window"]
+    lazy = [c for c in windows if c["strategy"] == "lazy"]
+    assert len(lazy) == 2
+    assert {c["verdict"] for c in lazy} == {"higher"}, lazy
+    others = [c for c in windows if c["strategy"] != "lazy"]
+    assert all(c["verdict"] not in ("lower", "higher") for c in others), others
+    open_offline(browser, page)
+    for section in COMPARE_SECTIONS:
+        assert browser.find_element("id", section).is_displayed()
+    (box,) = chart_boxes(browser)
+    assert box["name"] == "compare-window"
+    assert box["width"] > 300 and box["height"] > 100, box
+    assert "(slower) in 2" in browser.find_element("id", "verdict").text
+    rows = browser.find_elements("css selector", "#phases table tbody tr")
+    lazy_rows = [r for r in rows if r.text.startswith("lazy")]
+    assert len(lazy_rows) >= 2
+    for row in lazy_rows[:2]:  # the first table: per case, with verdicts
+        assert row.find_elements("css selector", ".verdict")[0].text == "higher", row.text
+    assert_not_blank(full_screenshot(browser, tmp_path / "compare.png"))

@@ -1,0 +1,92 @@
+"""Two runs compared (``python -m reports compare``), from rows made here: a planted
+slowdown is found, a machine twice as slow is not a slowdown."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from synthetic import (
+    OVERHEADS,
+    WORDS,
+    by_id,
+    make_row,
+    rescale,
+    standard_rows,
+    write_run,
+)
+
+from reports import compare, verdicts
+from reports.__main__ import main as reports_main
+
+
+# -- content: two runs compared -------------------------------------------------------------------
+def windows_of(result: dict, strategy: str) -> dict:
+    chosen = (c for c in result["comparisons"] if c["strategy"] == strategy)
+    return {(c["k"], c["n"]): c for c in chosen if c["metric"] == "window"}
+
+
+def test_compare_finds_a_planted_slowdown(tmp_path):
+    rows = standard_rows()
+    a = write_run(tmp_path / "a", rows)
+    slower = [rescale(r, window=2.0) if r["strategy"] == "lazy" else r for r in rows]
+    b = write_run(tmp_path / "b", [*slower, make_row("foreach")])
+    assert reports_main(["compare", str(a), str(b)]) == 0
+    assert (b / "compare.html").is_file()
+    result = json.loads((b / compare.COMPARE).read_text())  # beside the page, in B's directory
+    assert result["schema_version"] == verdicts.VERDICTS_SCHEMA_VERSION
+    assert result["min_effect"] == verdicts.DEFAULT_MIN_EFFECT
+    assert all(f["floor"] is not None for f in result["noise_floor"])
+    assert {c["verdict"] for c in result["comparisons"]} <= set(WORDS)
+    lazy = windows_of(result, "lazy")
+    assert len(lazy) == 4
+    for c in lazy.values():
+        assert (c["a"], c["b"]) == ("B:lazy", "A:lazy")
+        assert c["ratio"] == pytest.approx(2.0, rel=1e-9)  # B's windows doubled, plain alone
+        assert c["verdict"] == "higher", c
+    for strategy in ("native", "block", "global"):
+        for c in windows_of(result, strategy).values():
+            assert c["ratio"] == pytest.approx(1.0, rel=1e-9)
+            assert c["verdict"] not in ("lower", "higher"), c
+    memory = [c for c in result["comparisons"] if c["metric"] != "window"]
+    assert {c["verdict"] for c in memory} == {"same"}
+
+    report = compare.comparison(a, b)
+    assert report["counts"] == {"lower": 0, "higher": 4, "same": 16, "unclear": 0}
+    assert report["only_b"] == [("foreach", 1, 0, "last")] and report["only_a"] == []
+    html = (b / "compare.html").read_text()
+    assert 'data-chart="compare-window"' in html
+    assert "(slower) in 4" in by_id(html, "verdict")
+    lines = by_id(html, "phases").split("<tr>")
+    lazy_line = next(line for line in lines if line.startswith('<td class="text"><code>lazy<'))
+    assert '<span class="verdict verdict-higher">higher</span>' in lazy_line
+    assert "<code>foreach</code> K=1 N=0: only in B" in html
+    # the other way round, B's planted slowdown is A's speedup: lower, as often as higher
+    back = compare.comparison(b, a)
+    back_lazy = [line["window"] for line in back["lines"] if line["strategy"] == "lazy"]
+    assert [w["verdict"] for w in back_lazy] == ["lower"] * 4, back_lazy
+    assert back["only_a"] == [("foreach", 1, 0, "last")]
+
+
+@pytest.mark.parametrize("how", ["the same samples", "a fresh run"])
+def test_compare_ignores_a_machine_twice_as_slow(tmp_path, how):
+    """Raw windows of B twice A's, strategy and plain loop alike: the paired overheads are as
+    they were, so no case is lower or higher, though every absolute median doubled."""
+    rows = standard_rows()
+    a = write_run(tmp_path / "a", rows)
+    if how == "the same samples":
+        slower = [rescale(r, window=2.0, plain=2.0) for r in rows]
+    else:  # other noise, other processes: the same code on a machine half as fast
+        slower = standard_rows(seed=1, plain=0.020)
+    b = write_run(tmp_path / "b", slower)
+    result = compare.comparison(a, b)
+    assert len(result["lines"]) == 4 * len(OVERHEADS)
+    for line in result["lines"]:
+        window = line["window"]
+        assert window["verdict"] not in ("lower", "higher"), (line["label"], window)
+        assert window["ratio"] == pytest.approx(1.0, abs=0.02)
+        medians = {p["phase"]: (p["a"]["median_s"], p["b"]["median_s"]) for p in line["phases"]}
+        assert medians["window"][1] / medians["window"][0] == pytest.approx(2.0, rel=0.03)
+    if how == "the same samples":  # identical paired ratios: exactly no change, and same
+        assert {line["window"]["verdict"] for line in result["lines"]} == {"same"}
+    assert result["counts"]["lower"] == result["counts"]["higher"] == 0

@@ -1,0 +1,120 @@
+"""A real tiny sweep's rows, verdicts and pages (the sweep is run once per session:
+tests/conftest.py's ``real_sweep`` and ``recipe_sweep``)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import PAIRS, STRATEGIES
+from synthetic import (
+    WORDS,
+    by_id,
+)
+
+from reports import analysis, compare, verdicts
+from reports.rows import SCHEMA_VERSION, read
+
+
+def test_real_sweep_rows_and_verdicts(real_sweep):
+    rows = read(real_sweep)
+    assert {r["schema_version"] for r in rows} == {SCHEMA_VERSION}
+    assert {r["status"] for r in rows} == {"ok"}, [r["error"] for r in rows if r["error"]]
+    assert len(rows) == 2 * (len(STRATEGIES) + 2)
+    controls = [r for r in rows if r["control"]]
+    assert len(controls) == 2 * 2 and {r["strategy"] for r in controls} == {"native"}
+    for row in rows:
+        assert len(row["samples"]["window"]) == len(row["samples"]["plain_window"]) == 6
+        assert row["memory"]["held_bytes"] >= 0 and row["memory"]["peak_bytes"] > 0
+        assert row["grad_check"]["ok"] and row["grad_check"]["windows"] >= 2
+    judged = json.loads((real_sweep / verdicts.VERDICTS).read_text())
+    assert len(judged["noise_floor"]) == 2
+    assert all(f["measured"] and f["floor"] is not None for f in judged["noise_floor"])
+    assert len(judged["comparisons"]) == 2 * PAIRS * len(verdicts.METRICS)
+    assert {c["verdict"] for c in judged["comparisons"]} <= set(WORDS)
+    report = analysis.report(real_sweep)
+    assert judged == verdicts.finite(report["verdicts"])  # rebuilt: the same, to the bit
+    # every strategy, the control's first process too, has its timeline and its cost model
+    assert {t["label"] for t in report["timelines"]} == {*STRATEGIES, "plain loop"}
+    assert {c["strategy"] for c in report["costs"]} == set(STRATEGIES)
+    # the answer at the default K and N follows the verdicts, whatever this machine measured
+    answer = report["answer"]
+    k, n = report["default"]
+    assert (answer["k"], answer["n"]) == (k, n) == (1, 0)
+    here = [r for r in rows if (r["accumulate"], r["live_tensors"]) == (k, n)]
+    noisy = {r["strategy"] for r in here if r["cpu_pressure"]["median"] > verdicts.NOISY_PRESSURE}
+    assert answer["excluded_noisy"] == sorted(noisy)
+    assert answer["candidates"] == len(STRATEGIES) - len(noisy)
+    floor = next(f["floor"] for f in judged["noise_floor"] if (f["k"], f["n"]) == (k, n))
+    assert answer["noise_floor"] == floor
+    if answer["candidates"] >= 2:
+        lead = answer["fastest"]["lead"]
+        assert lead == verdicts.lookup(report["verdicts"], lead["a"], lead["b"], k, n, "window")
+        assert answer["advice"].startswith("Use") == (lead["verdict"] == "lower")
+        assert ("tie on speed" in answer["advice"]) == (lead["verdict"] != "lower")
+        overheads = {
+            o["strategy"]: o["ratio"]
+            for o in judged["overheads"]
+            if (o["k"], o["n"]) == (k, n) and o["strategy"] not in noisy
+        }
+        assert answer["fastest"]["strategy"] == min(overheads, key=overheads.get)
+
+
+def test_real_sweep_compared_with_itself_on_a_slower_machine(real_sweep, tmp_path):
+    """Every time of the real sweep doubled, strategy and plain loop alike: no verdict moves."""
+    b = tmp_path / "b"
+    b.mkdir()
+    with open(real_sweep / "results.jsonl") as f, open(b / "results.jsonl", "w") as out:
+        for line in f:
+            row = json.loads(line)
+            row["samples"] = {
+                p: v if p == "cpu_pressure" else [x * 2 for x in v]
+                for p, v in row["samples"].items()
+            }
+            out.write(json.dumps(row) + "\n")
+    result = compare.comparison(real_sweep, b)
+    assert len(result["lines"]) == 2 * len(STRATEGIES)
+    for line in result["lines"]:
+        assert line["window"]["ratio"] == pytest.approx(1.0, rel=1e-9)
+        assert line["window"]["verdict"] not in ("lower", "higher"), line["window"]
+
+
+def test_recipe_sweep_shows_every_precision_and_the_settings_compared(recipe_sweep):
+    out, stdout = recipe_sweep
+    rows = read(out)
+    assert {r["status"] for r in rows} == {"ok"}, [r["error"] for r in rows if r["error"]]
+    report = analysis.report(out)
+    assert (report["precision"], report["precisions"]) == ("fp32", ["fp32", "bf16"])
+    errors = {(e["precision"], e["k"]): e for e in report["errors"]}
+    assert sorted(errors) == [("bf16", 1), ("bf16", 4), ("fp32", 1), ("fp32", 4)]
+    for precision in ("fp32", "bf16"):  # one micro-batch: nothing added, nothing rounded
+        assert errors[(precision, 1)]["accumulation"] == {"max_rel": 0.0, "norm_rel": 0.0}
+    # a bf16 .grad rounds each addition at 2**-8, an fp32 one at 2**-24
+    assert (
+        errors[("bf16", 4)]["accumulation"]["norm_rel"]
+        > 100 * errors[("fp32", 4)]["accumulation"]["norm_rel"]
+    )
+    for e in errors.values():
+        assert e["check_ok"] and e["tolerance"] >= e["accumulation"]["max_rel"], e
+    judged = json.loads((out / verdicts.VERDICTS).read_text())
+    settings = judged["settings"]
+    assert {(c["case"]["precision"], c["k"], c["a"], c["b"]) for c in settings} == {
+        (p, k, f"precision={p}", "precision=bf16-autocast")
+        for p in ("fp32", "bf16")
+        for k in (1, 4)
+    }
+    html = (out / "index.html").read_text()  # the sweep's own page
+    section = by_id(html, "settings")
+    assert section.count("<tr>") == 1 + len(settings)
+    assert section.count('class="verdict verdict-') == len(settings) + 1  # + the legend's word
+    assert "<code>precision=bf16</code> vs <code>precision=bf16-autocast</code>" in section
+    assert 'href="#settings"' in html and 'href="#accumulation-error"' in html
+    assert by_id(html, "accumulation-error").count('data-chart="accumulation-error"') == 1
+    run = by_id(html, "run")
+    assert "swept: <b>fp32, bf16</b>; the tables show <b>fp32</b>" in run
+    assert "<dt>optimizer</dt><dd><code>adamw</code>" in run
+    assert "<dt>clip norm</dt><dd>none</dd>" in run and "<dt>torch.compile</dt><dd>off" in run
+    assert "<dt>--compare-settings</dt><dd><code>precision=bf16-autocast</code>" in run
+    # the terminal summary's table of the same comparisons
+    assert "settings compared (--compare-settings precision=bf16-autocast" in stdout
+    assert stdout.count("bf16 vs bf16-autocast") == stdout.count("fp32 vs bf16-autocast") == 2
