@@ -120,8 +120,8 @@ def run_reports(*args: str, timeout: float = 120) -> subprocess.CompletedProcess
 
 
 # -- what many tests read: one real sweep, one browser, per session -----------------------------
-STRATEGIES = ("native", "lazy", "global")  # three: every process costs ~4 s of the suite
-PAIRS = len(STRATEGIES) * (len(STRATEGIES) - 1) // 2
+SWEEP_STRATEGIES = ("native", "lazy", "global")  # the real sweep's: every process costs ~2 s
+SWEEP_PAIRS = len(SWEEP_STRATEGIES) * (len(SWEEP_STRATEGIES) - 1) // 2
 BENCH_TEST = """
 def test_sum(benchmark):
     benchmark.extra_info["what"] = "sum of 1000 ints"
@@ -137,7 +137,7 @@ def real_sweep(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("sweep")
     command = [sys.executable, "-m", "benches", "run", "--preset", "tiny"]
     command += ["--accumulate", "1,2", "--live-tensors", "0", "--repeat", "6"]
-    command += ["--warmup", "1", "--threads", "1", "--strategies", ",".join(STRATEGIES)]
+    command += ["--warmup", "1", "--threads", "1", "--strategies", ",".join(SWEEP_STRATEGIES)]
     done = subprocess.run(
         [*command, "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600
     )

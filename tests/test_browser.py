@@ -14,7 +14,7 @@ from browser import (
     open_offline,
     table_words,
 )
-from conftest import PAIRS, run_reports
+from conftest import SWEEP_PAIRS, run_reports
 from synthetic import (
     CHARTS,
     COMPARE_SECTIONS,
@@ -49,7 +49,7 @@ def test_report_renders_in_chromium(real_sweep, browser, tmp_path):
     judged = json.loads((real_sweep / verdicts.VERDICTS).read_text())
     k, n = analysis.report(real_sweep)["default"]
     here = [c for c in judged["comparisons"] if (c["k"], c["n"]) == (k, n)]
-    assert len(here) == PAIRS * len(verdicts.METRICS)
+    assert len(here) == SWEEP_PAIRS * len(verdicts.METRICS)
     words = table_words(browser, "verdicts")
     assert words == [c["verdict"] for m in verdicts.METRICS for c in here if c["metric"] == m]
     verdicts_text = browser.find_element("id", "verdicts").text

@@ -170,8 +170,9 @@ def test_one_round_adds_control_processes_at_every_k_and_n(tmp_path):
         assert not first.control and first.round == 0
 
 
-@pytest.fixture
-def plugin_dir(tmp_path) -> Path:
+@pytest.fixture(scope="module")
+def plugin_dir(tmp_path_factory) -> Path:
+    tmp_path = tmp_path_factory.mktemp("plugins")
     (tmp_path / "zg_test_plugin.py").write_text(
         textwrap.dedent(
             """
@@ -208,21 +209,25 @@ def plugin_dir(tmp_path) -> Path:
     return tmp_path
 
 
-def test_failing_plugin_strategy_is_a_failed_row_and_the_sweep_goes_on(plugin_dir, tmp_path):
-    out = tmp_path / "run"
+@pytest.fixture(scope="module")
+def plugin_sweep(plugin_dir, tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    """One sweep of a failing plugin strategy, block, and the README's plugin example."""
+    out = tmp_path_factory.mktemp("plugin-sweep") / "run"
     done = sweep(
         *QUICK,
-        "--strategies",
-        "boom,block",
-        "--plugin",
-        "zg_test_plugin",
-        "--out",
-        str(out),
+        *("--strategies", "boom,block,drop"),
+        *("--plugin", "zg_test_plugin", "--plugin", "examples.drop_strategy"),
+        *("--out", str(out)),
         plugin_dir=plugin_dir,
     )
+    return out, done
+
+
+def test_failing_plugin_strategy_is_a_failed_row_and_the_sweep_goes_on(plugin_sweep):
+    out, done = plugin_sweep
     assert done.returncode == 1, done.stderr
     rows = {r["strategy"]: r for r in read(out)}
-    assert set(rows) == {"boom", "block"}
+    assert set(rows) == {"boom", "block", "drop"}
     assert rows["boom"]["status"] == "failed" and "boom at reset" in rows["boom"]["error"]
     assert rows["block"]["status"] == "ok"
     for row in rows.values():
@@ -252,7 +257,7 @@ def test_a_case_that_times_out(plugin_dir, tmp_path):
         "--plugin",
         "zg_test_plugin",
         "--timeout",
-        "10",
+        "4",
         "--out",
         str(out),
         plugin_dir=plugin_dir,
@@ -260,9 +265,7 @@ def test_a_case_that_times_out(plugin_dir, tmp_path):
     assert time.monotonic() - start < 80
     assert done.returncode == 1
     rows = {r["strategy"]: r for r in read(out)}
-    assert (
-        rows["sleepy"]["status"] == "failed" and "timed out after 10 s" in rows["sleepy"]["error"]
-    )
+    assert rows["sleepy"]["status"] == "failed" and "timed out after 4 s" in rows["sleepy"]["error"]
 
 
 def test_a_reset_that_does_nothing_fails_the_gradient_check(plugin_dir, tmp_path):
@@ -365,7 +368,7 @@ def test_case_without_arguments_is_a_usage_line():
     assert done.returncode == 2 and done.stderr.startswith("usage: python -m benches.engine.case")
 
 
-def test_case_by_hand_takes_the_sweeps_flags_and_writes_a_sweeps_row(tmp_path):
+def test_case_by_hand_takes_the_sweeps_flags_and_writes_a_sweeps_row(tmp_path, capsys):
     def case(*args):
         return subprocess.run(
             [sys.executable, "-m", "benches", "case", *args],
@@ -386,18 +389,15 @@ def test_case_by_hand_takes_the_sweeps_flags_and_writes_a_sweeps_row(tmp_path):
         (["--strategy", "lazy", "--preset", "huge"], "unknown preset 'huge'"),
         (["--strategy", "lazy"], "needs --out DIR"),
     ):
-        done = case(*bad, *(["--out", str(tmp_path)] if "--out" not in word else []))
-        assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
-        assert word in done.stderr, done.stderr
+        out = [] if "--out" in word else ["--out", str(tmp_path)]
+        code = cli.main(["case", *bad, *out])  # in this process: checked before anything runs
+        err = capsys.readouterr().err
+        assert code == 2 and err.count("\n") == 1 and word in err, err
     assert len(read(tmp_path)) == 1
 
 
-def test_readme_plugin_example_runs_in_a_sweep(tmp_path):
-    out = tmp_path / "run"
-    done = sweep(
-        *QUICK, "--strategies", "drop", "--plugin", "examples.drop_strategy", "--out", str(out)
-    )
-    assert done.returncode == 0, done.stderr
+def test_readme_plugin_example_runs_in_a_sweep(plugin_sweep):
+    out, _ = plugin_sweep  # beside a failing plugin strategy and block
     rows = {r["strategy"]: r for r in read(out)}
     assert rows["drop"]["status"] == "ok" and rows["drop"]["grad_check"]["ok"]
 
@@ -501,6 +501,7 @@ def test_ddp_with_one_rank_wraps_the_model_in_ddp(tmp_path):
     assert "-ddp-last-" in row["case_id"]
 
 
+@pytest.mark.slow
 def test_recipe_options_and_settings_compared_are_recorded_and_judged(tmp_path):
     from benches.engine import training
     from reports import verdicts

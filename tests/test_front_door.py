@@ -194,6 +194,7 @@ def test_benchmark_runs_checks_its_gradients_and_records_its_order(tmp_path):
     assert machine["zerograd_order"] == {"seed": 3, "order": ["test_window[native-1-fp32]"]}
 
 
+@pytest.mark.slow
 def test_benchmark_order_is_the_seeded_shuffle():
     def collected(*args: str, seed: str = "3") -> list[str]:
         done = _pytest("--collect-only", "-q", *args, seed=seed)

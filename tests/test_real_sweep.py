@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import PAIRS, STRATEGIES
+from conftest import SWEEP_PAIRS, SWEEP_STRATEGIES
 from synthetic import (
     WORDS,
     by_id,
@@ -20,7 +20,7 @@ def test_real_sweep_rows_and_verdicts(real_sweep):
     rows = read(real_sweep)
     assert {r["schema_version"] for r in rows} == {SCHEMA_VERSION}
     assert {r["status"] for r in rows} == {"ok"}, [r["error"] for r in rows if r["error"]]
-    assert len(rows) == 2 * (len(STRATEGIES) + 2)
+    assert len(rows) == 2 * (len(SWEEP_STRATEGIES) + 2)
     controls = [r for r in rows if r["control"]]
     assert len(controls) == 2 * 2 and {r["strategy"] for r in controls} == {"native"}
     for row in rows:
@@ -30,13 +30,13 @@ def test_real_sweep_rows_and_verdicts(real_sweep):
     judged = json.loads((real_sweep / verdicts.VERDICTS).read_text())
     assert len(judged["noise_floor"]) == 2
     assert all(f["measured"] and f["floor"] is not None for f in judged["noise_floor"])
-    assert len(judged["comparisons"]) == 2 * PAIRS * len(verdicts.METRICS)
+    assert len(judged["comparisons"]) == 2 * SWEEP_PAIRS * len(verdicts.METRICS)
     assert {c["verdict"] for c in judged["comparisons"]} <= set(WORDS)
     report = analysis.report(real_sweep)
     assert judged == verdicts.finite(report["verdicts"])  # rebuilt: the same, to the bit
     # every strategy, the control's first process too, has its timeline and its cost model
-    assert {t["label"] for t in report["timelines"]} == {*STRATEGIES, "plain loop"}
-    assert {c["strategy"] for c in report["costs"]} == set(STRATEGIES)
+    assert {t["label"] for t in report["timelines"]} == {*SWEEP_STRATEGIES, "plain loop"}
+    assert {c["strategy"] for c in report["costs"]} == set(SWEEP_STRATEGIES)
     # the answer at the default K and N follows the verdicts, whatever this machine measured
     answer = report["answer"]
     k, n = report["default"]
@@ -44,7 +44,7 @@ def test_real_sweep_rows_and_verdicts(real_sweep):
     here = [r for r in rows if (r["accumulate"], r["live_tensors"]) == (k, n)]
     noisy = {r["strategy"] for r in here if r["cpu_pressure"]["median"] > verdicts.NOISY_PRESSURE}
     assert answer["excluded_noisy"] == sorted(noisy)
-    assert answer["candidates"] == len(STRATEGIES) - len(noisy)
+    assert answer["candidates"] == len(SWEEP_STRATEGIES) - len(noisy)
     floor = next(f["floor"] for f in judged["noise_floor"] if (f["k"], f["n"]) == (k, n))
     assert answer["noise_floor"] == floor
     if answer["candidates"] >= 2:
@@ -73,7 +73,7 @@ def test_real_sweep_compared_with_itself_on_a_slower_machine(real_sweep, tmp_pat
             }
             out.write(json.dumps(row) + "\n")
     result = compare.comparison(real_sweep, b)
-    assert len(result["lines"]) == 2 * len(STRATEGIES)
+    assert len(result["lines"]) == 2 * len(SWEEP_STRATEGIES)
     for line in result["lines"]:
         assert line["window"]["ratio"] == pytest.approx(1.0, rel=1e-9)
         assert line["window"]["verdict"] not in ("lower", "higher"), line["window"]

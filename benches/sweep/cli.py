@@ -273,7 +273,8 @@ def sweep_main(sweep: Sweep) -> int:
         TextColumn("ETA"),
         TimeRemainingColumn(),
     )
-    server = None if os.environ.get(zygote.FRESH) else zygote.Zygote(case_env(), envinfo.ROOT)
+    fresh = os.environ.get(zygote.FRESH) or not todo
+    server = None if fresh else zygote.Zygote(case_env(), envinfo.ROOT)
     with Progress(*columns, console=console, transient=False) as progress:
         task = progress.add_task("sweep", total=len(todo))
         for spec in todo:
