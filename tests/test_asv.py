@@ -177,6 +177,7 @@ def test_every_benches_module_imports_without_side_effects(tmp_path):
     assert after == before
 
 
+@pytest.mark.slow
 def test_asv_check_passes_in_the_current_environment(tmp_path):
     done = asv("check", "-E", f"existing:{sys.executable}", cwd=ROOT, env=asv_env(tmp_path))
     assert done.returncode == 0, done.stdout + done.stderr

@@ -289,6 +289,7 @@ def test_ballast():
 # --- the command line ---
 
 
+@pytest.mark.slow
 def test_module_prints_the_presets():
     out = subprocess.run(
         [sys.executable, "-m", "benches.workloads.transformer"],
