@@ -241,30 +241,8 @@ def resolve(args: argparse.Namespace) -> Sweep:
     """Arguments -> a validated sweep; every problem is a one-line UsageError."""
     import torch
 
-    for module in args.plugin:
-        try:
-            importlib.import_module(module)
-        except Exception as err:
-            raise UsageError(f"--plugin {module!r} failed to import: {err}") from None
-    import strategies
-
-    if args.device not in DEVICES:
-        raise UsageError(f"unknown device {args.device!r}; valid devices: {', '.join(DEVICES)}")
-    device = args.device
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    elif device == "cuda" and not torch.cuda.is_available():
-        raise UsageError("device 'cuda' is not available here (no CUDA GPU); valid: auto, cpu")
-    preset = args.preset or ("base" if device == "cuda" else "small")
-    if preset not in PRESETS:
-        raise UsageError(f"unknown preset {preset!r}; valid presets: {', '.join(PRESETS)}")
-
-    known = strategies.available()
-    if args.strategies.strip() == "all":  # those that can run the sweep's --parallel
-        names = [n for n in known if runs_under(n, parallel_mode(args))]
-    else:
-        names = [strategy_label(n.strip(), known) for n in args.strategies.split(",")]
-    names = list(dict.fromkeys(names))
+    device, preset = device_and_preset(args)
+    names = strategy_names(args)
     recipe = recipe_settings(args)
 
     accumulate = int_list("--accumulate", args.accumulate, 1)
@@ -289,38 +267,8 @@ def resolve(args: argparse.Namespace) -> Sweep:
     args.workload = protocol.canonical(args.workload)
     if args.workload != protocol.DEFAULT:
         check_workload(args.workload, device, preset, accumulate[0], seed)
-    if args.timeout is not None:
-        try:
-            timeout = float(args.timeout)
-        except ValueError:
-            raise UsageError(f"--timeout {args.timeout!r} is not a number of seconds") from None
-        if not timeout > 0:
-            raise UsageError(f"--timeout {args.timeout!r} must be > 0 seconds")
-    else:
-        per = SECONDS_PER_MICRO_BATCH[device][preset]
-        # room for setup, the gradient check (reference + window), the pairs, the memory pass
-        windows = 2 * (repeat + warmup) + 3 * gradients.CHECK_WINDOWS + 2 * memory.MEMORY_WINDOWS
-        windows += 2 * 2 + 1  # the timeline's windows (strategy, plain), the cost model's count
-        windows += 8  # the float64 model's window of total_error (float64 runs slower)
-        if parallel in ("fsdp2", "hsdp"):  # the flavour pass: pairs of the strategy's windows
-            windows += 2 * (repeat + warmup)
-        if recipe["compare_settings"]:  # the other setting's loop: pairs with the strategy's
-            windows += 2 * (repeat + warmup) + 2
-        low = [*recipe["precision"], recipe["compare_settings"]]
-        if device == "cpu" and any("bf16" in item for item in low):
-            per *= 3  # bf16 matmuls on a CPU without bf16 units: slower than fp32
-        compiling = 600 if recipe["compile"] or "compile" in recipe["compare_settings"] else 0
-        timeout = (120 + compiling + per * max(accumulate) * windows) * world_size
-    if args.resume and not args.out and not (DEFAULT_RUNS / "latest").exists():
-        raise UsageError("--resume needs --out DIR (no reports/runs/latest to resume)")
-    if args.out:
-        out = Path(args.out)
-    elif args.resume:
-        out = (DEFAULT_RUNS / "latest").resolve()
-    else:
-        out = DEFAULT_RUNS / datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    if args.resume and not (out / results.RESULTS).exists():
-        raise UsageError(f"--resume: {str(out)!r} holds no {results.RESULTS} to resume")
+    timeout = case_timeout(args, device, preset, max(accumulate), (repeat, warmup), parallel)
+    out = output_dir(args)
     sweep = Sweep(
         strategies=names,
         preset=preset,
@@ -350,6 +298,87 @@ def resolve(args: argparse.Namespace) -> Sweep:
     if args.resume:
         same_settings(sweep)
     return sweep
+
+
+def device_and_preset(args: argparse.Namespace) -> tuple[str, str]:
+    """--device (auto: cuda where there is one) and --preset (default: small on CPU, base on
+    CUDA), checked."""
+    import torch
+
+    if args.device not in DEVICES:
+        raise UsageError(f"unknown device {args.device!r}; valid devices: {', '.join(DEVICES)}")
+    device = args.device
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    elif device == "cuda" and not torch.cuda.is_available():
+        raise UsageError("device 'cuda' is not available here (no CUDA GPU); valid: auto, cpu")
+    preset = args.preset or ("base" if device == "cuda" else "small")
+    if preset not in PRESETS:
+        raise UsageError(f"unknown preset {preset!r}; valid presets: {', '.join(PRESETS)}")
+    return device, preset
+
+
+def strategy_names(args: argparse.Namespace) -> list[str]:
+    """--plugin modules imported, then --strategies as case labels (``all``: every registered
+    strategy that can run the sweep's --parallel)."""
+    for module in args.plugin:
+        try:
+            importlib.import_module(module)
+        except Exception as err:
+            raise UsageError(f"--plugin {module!r} failed to import: {err}") from None
+    import strategies
+
+    known = strategies.available()
+    if args.strategies.strip() == "all":
+        names = [n for n in known if runs_under(n, parallel_mode(args))]
+    else:
+        names = [strategy_label(n.strip(), known) for n in args.strategies.split(",")]
+    return list(dict.fromkeys(names))
+
+
+def case_timeout(args, device: str, preset: str, k: int, pairs: tuple[int, int], parallel: str):
+    """--timeout in seconds, or one scaled with the preset, the largest K and every window a
+    case runs (setup, the gradient check, the pairs, the memory pass, the timeline, the cost
+    model, the float64 window; the flavour and settings pairs where they run)."""
+    if args.timeout is not None:
+        try:
+            timeout = float(args.timeout)
+        except ValueError:
+            raise UsageError(f"--timeout {args.timeout!r} is not a number of seconds") from None
+        if not timeout > 0:
+            raise UsageError(f"--timeout {args.timeout!r} must be > 0 seconds")
+        return timeout
+    repeat, warmup = pairs
+    recipe = recipe_settings(args)
+    world_size = int(args.world_size)
+    per = SECONDS_PER_MICRO_BATCH[device][preset]
+    windows = 2 * (repeat + warmup) + 3 * gradients.CHECK_WINDOWS + 2 * memory.MEMORY_WINDOWS
+    windows += 2 * 2 + 1  # the timeline's windows (strategy, plain), the cost model's count
+    windows += 8  # the float64 model's window of total_error (float64 runs slower)
+    if parallel in ("fsdp2", "hsdp"):  # the flavour pass: pairs of the strategy's windows
+        windows += 2 * (repeat + warmup)
+    if recipe["compare_settings"]:  # the other setting's loop: pairs with the strategy's
+        windows += 2 * (repeat + warmup) + 2
+    low = [*recipe["precision"], recipe["compare_settings"]]
+    if device == "cpu" and any("bf16" in item for item in low):
+        per *= 3  # bf16 matmuls on a CPU without bf16 units: slower than fp32
+    compiling = 600 if recipe["compile"] or "compile" in recipe["compare_settings"] else 0
+    return (120 + compiling + per * k * windows) * world_size
+
+
+def output_dir(args) -> Path:
+    """--out, or reports/runs/latest with --resume, or a new reports/runs/<timestamp>."""
+    if args.resume and not args.out and not (DEFAULT_RUNS / "latest").exists():
+        raise UsageError("--resume needs --out DIR (no reports/runs/latest to resume)")
+    if args.out:
+        out = Path(args.out)
+    elif args.resume:
+        out = (DEFAULT_RUNS / "latest").resolve()
+    else:
+        out = DEFAULT_RUNS / datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    if args.resume and not (out / results.RESULTS).exists():
+        raise UsageError(f"--resume: {str(out)!r} holds no {results.RESULTS} to resume")
+    return out
 
 
 def parallel_mode(args: argparse.Namespace) -> str:
