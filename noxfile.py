@@ -151,7 +151,9 @@ def asv(session: nox.Session) -> None:
     """asv run over RANGE (default: the last 5 commits of main), asv publish, the history page."""
     # asv builds its own environments (asv.conf.json, torch held by constraints.txt): this one
     # needs asv itself, and what `python -m reports history` imports (no torch)
-    session.install(*CONSTRAINTS, "asv==0.6.6", "virtualenv", "numpy", "jinja2", "matplotlib")
+    session.install(
+        *CONSTRAINTS, "asv==0.6.6", "virtualenv", "numpy", "scipy", "jinja2", "matplotlib"
+    )
     commits = int(session.run("git", "rev-list", "--count", "main", silent=True, external=True))
     default = "main" if commits <= 5 else "main~5..main"  # "main" alone: every commit of main
     session.run("asv", "machine", "--yes")  # the machine's name and specs, once per user

@@ -108,13 +108,15 @@ def answer(entries: list[dict[str, Any]], k: int, n: int, result: dict[str, Any]
     excluded = sorted(e["strategy"] for e in here if noisy_entry(e))
     every = here  # memory is exact: CPU pressure does not touch it
     here = [e for e in here if not noisy_entry(e)]
+    # the group's noise at K, N (the precision the answer reads: the first group there)
     floor = next((f for f in result["noise_floor"] if (f["k"], f["n"]) == (k, n)), {})
     out: dict[str, Any] = {
         "k": k,
         "n": n,
         "candidates": len(here),
         "excluded_noisy": excluded,
-        "noise_floor": floor.get("floor"),
+        "resolution": floor.get("resolution"),
+        "between_process_sd": floor.get("sd"),
         "min_effect": result["min_effect"],
     }
     leanest(every, k, n, result, out)
@@ -185,24 +187,26 @@ def advice(result: dict[str, Any], entries: list[dict[str, Any]], k: int) -> str
         return "No strategy finished, so there is nothing to advise."
     name = fastest["strategy"]
     lead = fastest.get("lead")
-    threshold = max(result["min_effect"], result.get("noise_floor") or 0.0)
+    resolution = result.get("resolution")
+    tells = f"this sweep tells apart {resolution:.1%} here" if resolution is not None else ""
     if lead is None:
         text = f"Only {_name(name)} finished here, so there is nothing to compare it with"
     elif lead["verdict"] == "lower":
         text = (
             f"Use {_name(name)} for speed: it is lower than {_name(lead['b'])}, the next "
-            f"fastest ({_ci(lead)}), beyond the {threshold:.1%} that this sweep can tell apart"
+            f"fastest ({_ci(lead)}), significant over the sweep and beyond min-effect "
+            f"{result['min_effect']:.0%}"
         )
     else:
         why = {
-            "same": f"their whole CI lies within +-{result['min_effect']:.0%}",
+            "same": f"their 90% interval lies within +-{result['min_effect']:.0%}",
             "unclear": (
-                f"the CI does not clear the {threshold:.1%} threshold (min-effect "
-                f"{result['min_effect']:.0%}, noise floor {result['noise_floor']:.1%}) on "
-                "either side"
-                if result.get("noise_floor") is not None
-                else "the noise floor was not measured (no control processes, one round), so "
-                "no difference in time is called lower or higher"
+                f"the difference is neither significant beyond min-effect "
+                f"{result['min_effect']:.0%} nor inside it ({tells}; more processes would "
+                "narrow it)"
+                if resolution is not None
+                else "no variance between processes was measured here (one process per "
+                "strategy, no control, nothing to borrow), so no difference in time is called"
             ),
             "higher": "the ranking by point estimate disagrees with the CI",
         }[lead["verdict"]]
@@ -505,7 +509,8 @@ def report(directory: str | Path) -> dict[str, Any]:
     env = {**(run.get("env") or {}), **(first.get("env") or {})}
     sweep = run.get("sweep") or {}
     chosen = default_case(run, entries)
-    judged_all = verdicts.verdicts(list(every_case.values()), min_effect_of(run))
+    looks = int((run.get("sweep") or {}).get("looks") or 1)  # an adaptive sweep's looks
+    judged_all = verdicts.verdicts(list(every_case.values()), min_effect_of(run), looks)
     judged = {
         **judged_all,
         "comparisons": [c for c in judged_all["comparisons"] if in_main(c["case"])],

@@ -3,7 +3,7 @@
 Before and after a change, on the same machine: for every strategy, K and N that both runs
 have, run B's paired overhead against run A's (``stats.ratio_between``: each side's paired ratio
 to the plain loop of its own process, both uncertainties carried), and a verdict word by the
-rule of ``reports.verdicts``, with the larger of the two runs' noise floors. Raw windows of the
+rule of ``reports.verdicts``, with the between-process variance of both runs. Raw windows of the
 two runs are never compared for a verdict: they ran in different processes, often minutes
 apart, where identical code differs by 1.5-4x. Absolute medians are shown as context only
 (a change that slows the plain loop and the strategy alike, a torch upgrade say, shows there).
@@ -41,7 +41,6 @@ def _side(directory: Path) -> dict[str, Any]:
             cases.setdefault(key, entry)
         else:
             failed.append(key)
-    floors = verdicts.noise_floors(list(cases.values()))
     return {
         "directory": directory,
         "name": directory.resolve().name,
@@ -58,13 +57,8 @@ def _side(directory: Path) -> dict[str, Any]:
         "ok_rows": len(ok),
         "cases": cases,
         "failed": failed,
-        "floors": floors,
         "min_effect": analysis.min_effect_of(run),
     }
-
-
-def _floor(side: dict[str, Any], k: int, n: int) -> float | None:
-    return (side["floors"].get((k, n)) or {}).get("floor")
 
 
 def comparison(dir_a: str | Path, dir_b: str | Path) -> dict[str, Any]:
@@ -75,13 +69,14 @@ def comparison(dir_a: str | Path, dir_b: str | Path) -> dict[str, Any]:
         set(a["cases"]) & set(b["cases"]),
         key=lambda k: (analysis.strategy_order(k[0]), k[1], k[2]),
     )
+    # the noise between processes of both runs, per group: each run's processes of a case
+    # differ by the same kind of process offset, so the variance pools over both
+    spreads = verdicts.noise([*a["cases"].values(), *b["cases"].values()], min_effect)
     lines, judged = [], []
     for key in common:
         ea, eb = a["cases"][key], b["cases"][key]
         strategy, k, n, flavour = key
-        floors = [f for f in (_floor(a, k, n), _floor(b, k, n)) if f is not None]
-        floor = max(floors) if len(floors) == 2 else None
-        memory = [(side["floors"].get((k, n)) or {}).get("memory") or {} for side in (a, b)]
+        spread = spreads.get(verdicts.group_key(eb))
         settings = {
             name: eb["rows"][0].get(name) for name in SWEEP_IDENTITY if name not in ("preset",)
         }
@@ -95,8 +90,8 @@ def comparison(dir_a: str | Path, dir_b: str | Path) -> dict[str, Any]:
                 ea,
                 metric,
                 min_effect,
-                floor,
-                max(m.get(metric, 0.0) for m in memory),
+                spread,
+                (spread or {}).get("memory", {}).get(metric, 0.0),
                 strategy=strategy,
                 a=f"B:{strategy}",
                 b=f"A:{strategy}",
@@ -104,7 +99,7 @@ def comparison(dir_a: str | Path, dir_b: str | Path) -> dict[str, Any]:
                 n=n,
                 case={"grad_sync": flavour, **({"settings_differ": differ} if differ else {})},
             )
-            c["noise_floor"] = floor
+            c["resolution"] = (spread or {}).get("resolution")
             judged.append(c)
             metrics[metric] = c
         phases = [
@@ -133,6 +128,7 @@ def comparison(dir_a: str | Path, dir_b: str | Path) -> dict[str, Any]:
                 "phases": phases,
             }
         )
+    verdicts.decide_time(judged, min_effect)  # the error rate over every case compared
     windows = [line["window"] for line in lines]
     counts = {word: sum(w["verdict"] == word for w in windows) for word in verdicts.FLIP}
     return {
@@ -156,12 +152,11 @@ def compare_json(result: dict[str, Any]) -> dict[str, Any]:
         "a": {k: str(v) for k, v in result["a"].items() if k in ("directory", "run_id", "commit")},
         "b": {k: str(v) for k, v in result["b"].items() if k in ("directory", "run_id", "commit")},
         "min_effect": result["min_effect"],
-        "noise_floor": [
-            {"k": k, "n": n, "floor": floor}
-            for (k, n), floor in sorted(
+        "resolution": [
+            {"k": k, "n": n, "resolution": resolution}
+            for (k, n), resolution in sorted(
                 {
-                    (line["k"], line["n"]): line["window"]["noise_floor"]
-                    for line in result["lines"]
+                    (line["k"], line["n"]): line["window"]["resolution"] for line in result["lines"]
                 }.items()
             )
         ],
@@ -190,7 +185,7 @@ def compare(dir_a: str | Path, dir_b: str | Path, out: str | Path | None = None)
             chart=chart,
             details=json.dumps(
                 {
-                    side: {k: v for k, v in result[side].items() if k not in ("cases", "floors")}
+                    side: {k: v for k, v in result[side].items() if k not in ("cases",)}
                     for side in "ab"
                 },
                 indent=1,

@@ -1,34 +1,38 @@
 """Paired ratios into verdict words: ``lower``, ``higher``, ``same`` or ``unclear``.
 
-Time. Every case's process pairs each strategy window with a plain-loop window; its figure is
-the paired ratio ``overhead`` (``stats.paired``: processes resampled, then pairs). Strategy
-against strategy is the ratio of two overheads with both uncertainties carried
-(``stats.ratio_between``); windows of two processes are never compared directly.
+Time. Every case's process pairs each strategy window with a plain-loop window; the process's
+figure is the log of its paired overhead (the trimmed mean of its pairs' log ratios). Processes
+of one and the same case differ by more than their pairs say (which replica was built first,
+where tensors landed, thread placement), so a comparison is made of process figures, never of
+pairs pooled across processes:
 
-The verdict of a / b at (K, N), with ``t = max(min_effect, noise floor at (K, N))``:
-
-- ``higher``: the whole CI above 1 + t (a is slower or heavier);
-- ``lower``: the whole CI below 1 / (1 + t) (the mirror on a log scale: b / a is higher);
-- ``same``: the whole CI inside [1 / (1 + min_effect), 1 + min_effect];
-- ``unclear``: anything else.
-
-The noise floor at (K, N) is measured in the sweep, never assumed: the largest of (a) the plain
-loop against itself inside one process (odd against even windows, median over the cases),
-(b) the spread seen between processes of one strategy at (K, N) (the control runs in two), and
-(c) a 95% prediction bound for two processes of one strategy, from the between-process SD
-pooled over every strategy with several processes at that (K, N), with a Student-t quantile
-for the few degrees of freedom it has. The verdict then also needs the whole CI of a / b (the
-within-process uncertainty of both sides) beyond that floor, so the two margins add up.
-Without several processes of any strategy at (K, N) the floor is unknown (null) and no time
-comparison there can be ``lower`` or ``higher``.
+- strategy a against b in one group (the cases that run the same loop: K, N, precision,
+  grad_sync, recipe, ranks): the difference of their mean process figures, with one Student-t
+  interval whose variance is that of a process figure, which holds both the pairs' uncertainty
+  and the process's own offset. Each side's own variance (Welch-Satterthwaite df) when both have
+  ``stats.OWN_VARIANCE_PROCESSES`` processes; otherwise the group's between-process variance,
+  pooled over its strategies with two or more processes, with its df. A group without any df
+  borrows the variance pooled over the groups with the same settings but other K and N, and
+  says which (``pooled_from``); one that cannot borrow has no time verdict but ``unclear``.
+- the error rate is controlled over the sweep: every time comparison's p-value (t-test of
+  ratio 1) is adjusted together (Benjamini-Hochberg, ``q``), and ``higher``/``lower`` need
+  q < 0.05 and the estimate beyond min_effect; ``same`` needs the 90% interval inside
+  [1 / (1 + min_effect), 1 + min_effect] (two one-sided tests at 5%); otherwise ``unclear``.
+  No margin is added on top of the interval.
+- each group reports its resolution: the half-width of the 95% interval of a comparison of two
+  of its strategies (at its processes per strategy), never below min_effect: a true difference
+  that large is called about half the time, a larger one more often.
 
 Memory figures are exact (bytes counted from storages, or a tracker's peak), so they have no CI:
 equal is ``same``, a difference within min_effect of the larger is ``same``, one beyond both
 min_effect and the memory floor is ``lower``/``higher``, one in between ``unclear``. The memory
-floor at (K, N) is measured too: the largest relative spread of one figure between processes
+floor of a group is measured too: the largest relative spread of one figure between processes
 that ran the same loop (the plain loop beside every case, and each case run in several
 processes). On one CPU process it is 0 (memray's peak repeats to the byte); with ranks, gloo's
 threads allocate on their own schedule and a peak can move between identical processes.
+
+``decide`` (a CI against a margin) is the rule of the history page and the micro-benchmarks,
+whose figures are not process figures of a sweep.
 """
 
 from __future__ import annotations
@@ -51,18 +55,19 @@ METRICS = ("window", "peak_memory", "held_memory")
 MEMORY_KEYS = {"peak_memory": "peak_bytes", "held_memory": "held_bytes"}
 DEFAULT_MIN_EFFECT = 0.02
 NOISY_PRESSURE = 0.10  # median over pairs of the share of a window in which a task waited for a CPU
-PREDICTION_LEVEL = 0.95
-FLOOR_METHOD = (
-    "max of: the plain loop against itself in one process (odd vs even windows, median over "
-    "cases); the largest spread between processes of one strategy here; a "
-    f"{PREDICTION_LEVEL:.0%} Student-t prediction bound for two processes of one strategy, from "
-    "the between-process SD pooled over every strategy with several processes at that (K, N)"
+NOISE_METHOD = (
+    "per group (K, N, precision, grad_sync, recipe, ranks): the variance of one process's log "
+    "overhead between processes, pooled over the group's strategies with two or more processes "
+    "(df = processes - strategies); a group without df borrows from the groups with the same "
+    "settings at other K and N (pooled_from). resolution: the half-width of the 95% interval of "
+    "two strategies at the group's processes per strategy, never below min_effect"
 )
 RULE = (
-    "higher: the whole CI above 1 + t, lower: below 1 / (1 + t), t = max(min_effect, noise "
-    "floor); same: the whole CI inside [1 / (1 + min_effect), 1 + min_effect]; otherwise "
-    "unclear; memory: exact, beyond "
-    "min_effect of the larger is lower/higher, else same"
+    "time: a Student-t interval of per-process figures (each side's own variance with 4+ "
+    "processes, Welch df; else the group's pooled variance); higher/lower: Benjamini-Hochberg "
+    "q < 0.05 over the sweep's time comparisons and the estimate beyond min_effect; same: the "
+    "90% interval inside 1 +- min_effect (two one-sided tests); otherwise unclear. memory: "
+    "exact, beyond max(min_effect, memory floor) of the larger is lower/higher, else same"
 )
 MEMORY_METHOD = (
     "exact bytes: no CI; a difference beyond max(min_effect, memory floor) of the larger decides"
@@ -147,58 +152,97 @@ def memory_figure(entry: dict[str, Any], key: str) -> float | None:
     return statistics.median(values) if values else None
 
 
-def _log_overhead(row: dict[str, Any]) -> float | None:
-    ratio = (row.get("overhead") or {}).get("ratio")
-    return math.log(ratio) if ratio else None
+# -- time: one figure per process, one interval per comparison -----------------------------------
+def group_key(entry: dict[str, Any]) -> tuple:
+    """The group of cases that run the same loop: K, N and the case's swept settings (grad_sync,
+    precision, recipe) and ranks. Noise between processes is estimated per group."""
+    fields = tuple(sorted(case_fields(entry).items()))
+    ranks = (entry.get("parallel"), entry.get("world_size"))
+    return (entry["accumulate"], entry["live_tensors"], fields, ranks)
 
 
-def noise_floors(entries: list[dict[str, Any]]) -> dict[tuple[int, int], dict[str, Any]]:
-    """The noise floor at every (K, N), with its parts (fractions)."""
-    by_group: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
+def process_logs(entry: dict[str, Any]) -> list[float]:
+    """The case's figure in each of its processes: log of its paired overhead there (the
+    trimmed mean of the log ratios of its pairs)."""
+    out = []
+    for r in entry.get("rows", []):
+        samples = r.get("samples") or {}
+        if samples.get("plain_window"):
+            x = stats.process_log(samples["window"], samples["plain_window"])
+            if x is not None:
+                out.append(x)
+    return out
+
+
+def noise(entries: list[dict[str, Any]], min_effect: float) -> dict[tuple, dict[str, Any]]:
+    """Per group: the variance of one process's log overhead between processes, pooled over
+    the group's strategies with two or more processes (its df), and the group's resolution.
+
+    The borrowing rule: a group with no df of its own (one process per strategy, no control)
+    borrows the variance pooled over the groups with the same settings other than K and N,
+    and says which (``pooled_from``); a group that cannot borrow has no variance, and its time
+    comparisons are ``unclear``."""
+    by_group: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
     for e in entries:
-        by_group[(e["accumulate"], e["live_tensors"])].append(e)
+        by_group[group_key(e)].append(e)
+    logs = {g: [process_logs(e) for e in here] for g, here in by_group.items()}
     out = {}
-    for group, here in by_group.items():
-        spread = stats.between_processes(
-            [[x for r in e.get("rows", []) if (x := _log_overhead(r)) is not None] for e in here],
-            PREDICTION_LEVEL,
-        )
-        bound, observed, df = spread["bound"], spread["observed"], spread["df"]
-        halves = [
-            h
-            for e in here
-            for r in e.get("rows", [])
-            if (h := (r.get("overhead") or {}).get("split_half")) is not None
-        ]
-        parts = {
-            "in_process": math.expm1(statistics.median(halves)) if halves else None,
-            "between_processes_observed": math.expm1(observed) if observed is not None else None,
-            "between_processes_bound": math.expm1(bound) if bound is not None else None,
-        }
-        known = [v for v in parts.values() if v is not None]
-        out[group] = {
-            # without a between-process figure the floor is unknown: no lower/higher on time
-            "floor": max(known) if bound is not None else None,
-            **parts,
+    for g, here in by_group.items():
+        variance, df = stats.pooled_variance(logs[g])
+        pooled_from: list[list[int]] = []
+        if not df:
+            others = [o for o in by_group if o[2:] == g[2:] and o != g]
+            variance, df = stats.pooled_variance([x for o in others for x in logs[o]])
+            pooled_from = [
+                [o[0], o[1]] for o in sorted(others) if stats.pooled_variance(logs[o])[1]
+            ]
+        counts = [len(x) for x in logs[g] if x]
+        processes = statistics.median(counts) if counts else 0
+        out[g] = {
+            "k": g[0],
+            "n": g[1],
+            "case": dict(g[2]),
+            "processes": sum(counts),
+            "strategies": len(counts),
+            "processes_per_strategy": processes,
+            "sd": math.expm1(math.sqrt(variance)) if variance is not None else None,
+            "variance": variance,
             "df": df,
-            "measured": bound is not None,
+            "pooled_from": pooled_from,
+            "measured": df > 0,
+            "resolution": stats.resolution(variance, df, processes, min_effect),
             "memory": memory_floors(here),
         }
     return out
 
 
-# -- comparisons ---------------------------------------------------------------------------------
-def compare_time(ea, eb, min_effect: float, floor: float | None) -> dict[str, Any]:
-    result = stats.ratio_between(overhead(ea), overhead(eb))
-    low, high = result["ci_low"], result["ci_high"]
-    if floor is None:  # no measured noise floor: nothing beyond "same" or "unclear"
-        floor = math.inf
-    significant = low is not None and (low > 1 or high < 1)
-    return {
-        **result,
-        "significant": significant,
-        "verdict": decide(low, high, min_effect, floor),
-    }
+def judge(c: dict[str, Any], min_effect: float, alpha: float = stats.ALPHA) -> str:
+    """The word of a time comparison whose q (FDR-adjusted p) is known: ``higher``/``lower``
+    when significant over the sweep (q < alpha) and the estimate beyond min_effect; ``same``
+    when the 90% interval lies inside 1 +- min_effect (two one-sided tests at 5%); else
+    ``unclear``."""
+    if c.get("log") is None or c.get("ci_low") is None:
+        return "unclear"
+    margin = math.log1p(min_effect)
+    if c.get("q") is not None and c["q"] < alpha and abs(c["log"]) > margin:
+        return "higher" if c["log"] > 0 else "lower"
+    if math.log(c["ci90_low"]) >= -margin and math.log(c["ci90_high"]) <= margin:
+        return "same"
+    return "unclear"
+
+
+def decide_time(comparisons: list[dict[str, Any]], min_effect: float, looks: int = 1) -> None:
+    """Adjust the p-values of a sweep's time comparisons together (Benjamini-Hochberg), then
+    word each (in place): the error rate is controlled over the sweep, not per comparison.
+    ``looks``: a sweep that adds rounds until decided looks at its data up to that many times,
+    and each look is held to ALPHA / looks (Bonferroni over looks), so that stopping when a
+    verdict is reached keeps the sweep's error rate at ALPHA."""
+    alpha = stats.ALPHA / max(1, looks)
+    timed = [c for c in comparisons if c["metric"] == "window"]
+    for c, q in zip(timed, stats.adjusted([c.get("p") for c in timed]), strict=True):
+        c["q"] = q
+        c["significant"] = q is not None and q < alpha
+        c["verdict"] = judge(c, min_effect, alpha)
 
 
 def compare_memory(ea, eb, metric: str, min_effect: float, floor: float = 0.0) -> dict[str, Any]:
@@ -226,28 +270,40 @@ def memory_floors(entries: list[dict[str, Any]]) -> dict[str, float]:
     return out
 
 
+def compare_time(ea, eb, spread: dict[str, Any] | None) -> dict[str, Any]:
+    """a / b of two cases of one group: the contrast of their process figures (its word comes
+    later, once the sweep's p-values are adjusted together: ``decide_time``)."""
+    variance, df = (spread["variance"], spread["df"]) if spread else (None, 0)
+    return stats.contrast(process_logs(ea), process_logs(eb), variance, df)
+
+
 def comparison(
     ea,
     eb,
     metric: str,
     min_effect: float,
-    floor: float | None,
+    spread: dict[str, Any] | None,
     memory_floor: float = 0.0,
     **fields: Any,
 ) -> dict[str, Any]:
-    measured = (
-        compare_time(ea, eb, min_effect, floor)
-        if metric == "window"
-        else compare_memory(ea, eb, metric, min_effect, memory_floor)
-    )
+    """a against b on one metric; a time comparison's word is set by ``decide_time``."""
+    if metric == "window":
+        measured = compare_time(ea, eb, spread)
+        measured.update(significant=False, verdict="unclear")
+    else:
+        measured = compare_memory(ea, eb, metric, min_effect, memory_floor)
+    keys = ("ratio", "ci_low", "ci_high", "significant", "verdict", "confidence", "method")
     return {
         **fields,
         "metric": metric,
-        **{k: measured.get(k) for k in ("ratio", "ci_low", "ci_high", "significant", "verdict")},
-        "confidence": measured.get("confidence"),
-        "method": measured.get("method"),
+        **{k: measured.get(k) for k in keys},
+        **{k: measured[k] for k in TEST_KEYS if k in measured},
         "noisy": any(noisy(r) for e in (ea, eb) for r in e.get("rows", [])),
     }
+
+
+# a time comparison's test: log estimate, its SE and df, p, the 90% interval (same), processes
+TEST_KEYS = ("log", "se", "df", "p", "ci90_low", "ci90_high", "processes")
 
 
 def ratio_text(c: dict[str, Any]) -> str:
@@ -277,41 +333,65 @@ def case_fields(entry: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def verdicts(entries: list[dict[str, Any]], min_effect: float) -> dict[str, Any]:
-    """verdicts.json's content: every unordered pair of strategies at every (K, N), per metric."""
-    ok = [e for e in entries if e.get("rows")]
-    floors = noise_floors(ok)
+def strategy_comparisons(
+    entries: list[dict[str, Any]], spreads: dict[tuple, dict[str, Any]], min_effect: float
+) -> list[dict[str, Any]]:
+    """Every unordered pair of strategies in every group, per metric (time words unset until
+    ``decide_time``)."""
     groups: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
-    for e in ok:
-        fields = tuple(sorted(case_fields(e).items()))
-        groups[(e["accumulate"], e["live_tensors"], fields)].append(e)
-    comparisons = []
-    for (k, n, _), here in sorted(groups.items()):
-        here = sorted(here, key=lambda e: e["strategy"])
-        floor = floors[(k, n)]["floor"]
-        for ea, eb in combinations(here, 2):
+    for e in entries:
+        groups[group_key(e)].append(e)
+    out = []
+    for key, here in sorted(groups.items(), key=lambda item: repr(item[0])):
+        spread = spreads[key]
+        for ea, eb in combinations(sorted(here, key=lambda e: e["strategy"]), 2):
             for metric in METRICS:
-                comparisons.append(
+                out.append(
                     comparison(
                         ea,
                         eb,
                         metric,
                         min_effect,
-                        floor,
-                        floors[(k, n)]["memory"].get(metric, 0.0),
+                        spread,
+                        spread["memory"].get(metric, 0.0),
                         a=ea["strategy"],
                         b=eb["strategy"],
-                        k=k,
-                        n=n,
+                        k=key[0],
+                        n=key[1],
                         case=case_fields(ea),
                     )
                 )
+    return out
+
+
+def verdicts(entries: list[dict[str, Any]], min_effect: float, looks: int = 1) -> dict[str, Any]:
+    """verdicts.json's content: every unordered pair of strategies in every group, per metric,
+    the loops compared inside each case's processes, and each group's noise and resolution."""
+    ok = [e for e in entries if e.get("rows")]
+    spreads = noise(ok, min_effect)
+    comparisons = strategy_comparisons(ok, spreads, min_effect)
+    grad_sync = loop_verdicts(ok, spreads)
+    settings = loop_verdicts(ok, spreads, "settings")  # --compare-settings, paired in-process
+    family = [*comparisons, *grad_sync, *settings]
+    decide_time(family, min_effect, looks)
+    timed = [c for c in family if c["metric"] == "window"]
     return {
         "schema_version": VERDICTS_SCHEMA_VERSION,
         "min_effect": min_effect,
-        "noise_floor": [{"k": k, "n": n, **floors[(k, n)]} for (k, n) in sorted(floors)],
-        "noise_floor_method": FLOOR_METHOD,
+        "noise_floor": [
+            {k: v for k, v in s.items() if k != "variance"}
+            for _, s in sorted(spreads.items(), key=lambda item: repr(item[0]))
+        ],
+        "noise_floor_method": NOISE_METHOD,
         "rule": RULE,
+        "error_control": {
+            "method": "Benjamini-Hochberg false discovery rate (scipy.stats."
+            "false_discovery_control) over every time comparison of the sweep",
+            "alpha": stats.ALPHA,
+            "looks": looks,
+            "alpha_per_look": stats.ALPHA / max(1, looks),
+            "comparisons": len(timed),
+        },
         "overheads": [
             {
                 "strategy": e["strategy"],
@@ -323,9 +403,8 @@ def verdicts(entries: list[dict[str, Any]], min_effect: float) -> dict[str, Any]
             for e in sorted(ok, key=lambda e: (e["accumulate"], e["live_tensors"], e["strategy"]))
         ],
         "comparisons": comparisons,
-        "grad_sync": loop_verdicts(ok, floors, min_effect),
-        # --compare-settings: each case's recipe against the other, paired in its process
-        "settings": loop_verdicts(ok, floors, min_effect, "settings"),
+        "grad_sync": grad_sync,
+        "settings": settings,
     }
 
 
@@ -337,35 +416,35 @@ AGAINST = {
 }
 
 
-def loop_ratio(entry: dict[str, Any], kind: str = "grad_sync") -> dict[str, Any] | None:
-    """A case's loop over another loop of the same strategy, paired per window in each process
-    (``grad_sync``: its flavour over ``every``; ``settings``: its recipe over the
-    ``--compare-settings`` one), pooled over its processes."""
+def loop_logs(entry: dict[str, Any], kind: str = "grad_sync") -> list[float]:
+    """A case's loop over another loop of the same strategy in each of its processes (log of
+    the paired ratio: ``grad_sync``: its flavour over ``every``; ``settings``: its recipe over
+    the ``--compare-settings`` one)."""
     mine, other = AGAINST[kind]
-    groups = [
-        stats.log_ratios(r["samples"][mine], r["samples"][other])
-        for r in entry.get("rows", [])
-        if r.get("samples", {}).get(mine)
-    ]
-    if not groups:
-        return None
-    seed = zlib.crc32(repr((entry["strategy"], entry["accumulate"], entry["grad_sync"])).encode())
-    return stats.paired(groups, seed=seed)
+    out = []
+    for r in entry.get("rows", []):
+        samples = r.get("samples") or {}
+        if samples.get(mine):
+            x = stats.process_log(samples[mine], samples[other])
+            if x is not None:
+                out.append(x)
+    return out
 
 
-def loop_verdicts(
-    entries, floors, min_effect: float, kind: str = "grad_sync"
-) -> list[dict[str, Any]]:
+def loop_verdicts(entries, spreads, kind: str = "grad_sync") -> list[dict[str, Any]]:
     """Each case's loop against its other loop (``grad_sync``: under FSDP2/HSDP, its flavour
-    against ``every``; ``settings``: its recipe against ``--compare-settings``), with its verdict
-    word (the rule and noise floor of strategy comparisons at that K, N)."""
+    against ``every``; ``settings``: its recipe against ``--compare-settings``): the mean of its
+    process figures against 1, with the between-process variance of its group (two loops of
+    one process differ between processes as a strategy and the plain loop do); the word is set
+    with the sweep's other time comparisons (``decide_time``)."""
     out = []
     for e in sorted(entries, key=lambda e: (e["accumulate"], e["live_tensors"], e["strategy"])):
-        result = loop_ratio(e, kind)
-        if result is None:
+        logs = loop_logs(e, kind)
+        if not logs:
             continue
-        floor = floors[(e["accumulate"], e["live_tensors"])]["floor"]
-        low, high = result["ci_low"], result["ci_high"]
+        spread = spreads.get(group_key(e))
+        variance, df = (spread["variance"], spread["df"]) if spread else (None, 0)
+        result = stats.contrast(logs, None, variance, df)
         if kind == "grad_sync":
             sides = {"a": e["grad_sync"], "b": "every", "case": case_fields(e)}
         else:
@@ -384,9 +463,10 @@ def loop_verdicts(
                 **sides,
                 "metric": "window",
                 **{key: result.get(key) for key in ("ratio", "ci_low", "ci_high", "confidence")},
+                **{key: result[key] for key in TEST_KEYS if key in result},
                 "method": result.get("method"),
-                "pairs": result.get("pairs"),
-                "verdict": decide(low, high, min_effect, floor if floor is not None else math.inf),
+                "pairs": sum(len(r["samples"][AGAINST[kind][0]]) for r in e["rows"]),
+                "verdict": "unclear",
                 "noisy": any(noisy(r) for r in e.get("rows", [])),
             }
         )

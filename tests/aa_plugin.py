@@ -3,7 +3,9 @@
 A twin is the same class registered under another name, so a sweep measures it in processes of
 its own: any verdict other than ``same``/``unclear`` between a twin and its original is a false
 difference. ``sleepy`` is ``block`` plus 50 ms of sleep in every reset (``ZEROGRAD_SLEEPY_S`` sets
-another): a real difference far beyond the noise, which the verdicts must find.
+another): a real difference far beyond the noise, which the verdicts must find. ``busy`` is
+``native`` plus a busy-wait of 0.75 ms per reset (``ZEROGRAD_BUSY_S``), about 5% of a tiny CPU
+window: the size of difference the verdicts must find in a default sweep.
 """
 
 from __future__ import annotations
@@ -18,11 +20,23 @@ from strategies.native import NativeStrategy
 
 TWINS = {"block_twin": "block", "native_twin": "native", "lazy_twin": "lazy"}
 SLEEP_S = float(os.environ.get("ZEROGRAD_SLEEPY_S", "0.050"))
+# about 5% of a tiny CPU window (K=1, N=0, --threads 1: ~15 ms): the difference users choose on
+BUSY_S = float(os.environ.get("ZEROGRAD_BUSY_S", "0.00075"))
 
 
 class SleepyStrategy(BlockStrategy):
     def reset(self, collector) -> None:
         time.sleep(SLEEP_S)
+        super().reset(collector)
+
+
+class BusyStrategy(NativeStrategy):
+    """native plus a fixed busy-wait in every reset (a CPU that works, not one that sleeps)."""
+
+    def reset(self, collector) -> None:
+        end = time.perf_counter() + BUSY_S
+        while time.perf_counter() < end:
+            pass
         super().reset(collector)
 
 
@@ -35,3 +49,5 @@ for twin, cls in (
         strategies.register(twin, cls)
 if "sleepy" not in strategies.available():
     strategies.register("sleepy", SleepyStrategy)
+if "busy" not in strategies.available():
+    strategies.register("busy", BusyStrategy)

@@ -34,6 +34,8 @@ QUICK = [
     "1",
     "--control",
     "none",
+    "--budget",
+    "0",
 ]
 
 # ZEROGRAD_PLUGINS=mod1,mod2 imports plugin modules first, so the suite covers their strategies
@@ -138,6 +140,7 @@ def real_sweep(tmp_path_factory) -> Path:
     command = [sys.executable, "-m", "benches", "run", "--preset", "tiny"]
     command += ["--accumulate", "1,2", "--live-tensors", "0", "--repeat", "6"]
     command += ["--warmup", "1", "--threads", "1", "--strategies", ",".join(SWEEP_STRATEGIES)]
+    command += ["--budget", "0"]  # the first round only: the suite's time is fixed
     done = subprocess.run(
         [*command, "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600
     )
@@ -162,10 +165,10 @@ def real_sweep(tmp_path_factory) -> Path:
 
 
 def planted_factor(sweep: Path) -> float:
-    """A slowdown well beyond the sweep's measured noise floor: 2x, or more on a machine so
-    busy that its floor hides 2x (the floor is what a verdict promises to see past)."""
+    """A slowdown well beyond the sweep's resolution: 2x, or more on a machine so busy that
+    its resolution hides 2x (the smallest difference the sweep can tell apart)."""
     judged = json.loads((sweep / verdicts.VERDICTS).read_text())
-    return max(2.0, 2 * (1 + max(f["floor"] for f in judged["noise_floor"])))
+    return max(2.0, 2 * (1 + max(f["resolution"] for f in judged["noise_floor"])))
 
 
 @pytest.fixture(scope="session")
@@ -192,7 +195,7 @@ def recipe_sweep(tmp_path_factory) -> tuple[Path, str]:
     command = [sys.executable, "-m", "benches", "run", "--preset", "tiny", "--strategies"]
     command += ["native", "--accumulate", "1,4", "--live-tensors", "0", "--repeat", "2"]
     command += ["--warmup", "0", "--threads", "1", "--control", "none", "--precision"]
-    command += ["fp32,bf16", "--compare-settings", "precision=bf16-autocast"]
+    command += ["fp32,bf16", "--compare-settings", "precision=bf16-autocast", "--budget", "0"]
     done = subprocess.run(
         [*command, "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600
     )

@@ -44,7 +44,7 @@ def test_report_renders_in_chromium(real_sweep, browser, tmp_path):
         assert box["width"] > 300 and box["height"] > 150, box
         assert box["texts"] > 5, box  # title, labels, ticks, legend are text
     answer = browser.find_element("id", "answer").text
-    assert "Fastest:" in answer and "Leanest:" in answer and "noise floor" in answer
+    assert "Fastest:" in answer and "Leanest:" in answer and "resolution" in answer
     # the verdicts section shows, visibly, the word verdicts.json gives each comparison here
     judged = json.loads((real_sweep / verdicts.VERDICTS).read_text())
     k, n = analysis.report(real_sweep)["default"]
@@ -54,8 +54,8 @@ def test_report_renders_in_chromium(real_sweep, browser, tmp_path):
     assert words == [c["verdict"] for m in verdicts.METRICS for c in here if c["metric"] == m]
     verdicts_text = browser.find_element("id", "verdicts").text
     assert all(word in verdicts_text for word in set(words))
-    for floor in judged["noise_floor"]:
-        assert f"{floor['floor'] * 100:.1f}%" in answer
+    at = next(f for f in judged["noise_floor"] if (f["k"], f["n"]) == (k, n))
+    assert f"{at['resolution'] * 100:.1f}%" in answer
     assert "test_sum" in browser.find_element("id", "pytest-benchmark").text
     png = full_screenshot(browser, tmp_path / "report.png")
     assert_not_blank(png)

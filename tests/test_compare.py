@@ -36,7 +36,7 @@ def test_compare_finds_a_planted_slowdown(tmp_path):
     result = json.loads((b / compare.COMPARE).read_text())  # beside the page, in B's directory
     assert result["schema_version"] == verdicts.VERDICTS_SCHEMA_VERSION
     assert result["min_effect"] == verdicts.DEFAULT_MIN_EFFECT
-    assert all(f["floor"] is not None for f in result["noise_floor"])
+    assert all(f["resolution"] is not None for f in result["resolution"])
     assert {c["verdict"] for c in result["comparisons"]} <= set(WORDS)
     lazy = windows_of(result, "lazy")
     assert len(lazy) == 4

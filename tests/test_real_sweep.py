@@ -29,7 +29,7 @@ def test_real_sweep_rows_and_verdicts(real_sweep):
         assert row["grad_check"]["ok"] and row["grad_check"]["windows"] >= 2
     judged = json.loads((real_sweep / verdicts.VERDICTS).read_text())
     assert len(judged["noise_floor"]) == 2
-    assert all(f["measured"] and f["floor"] is not None for f in judged["noise_floor"])
+    assert all(f["measured"] and f["resolution"] is not None for f in judged["noise_floor"])
     assert len(judged["comparisons"]) == 2 * SWEEP_PAIRS * len(verdicts.METRICS)
     assert {c["verdict"] for c in judged["comparisons"]} <= set(WORDS)
     report = analysis.report(real_sweep)
@@ -45,8 +45,8 @@ def test_real_sweep_rows_and_verdicts(real_sweep):
     noisy = {r["strategy"] for r in here if r["cpu_pressure"]["median"] > verdicts.NOISY_PRESSURE}
     assert answer["excluded_noisy"] == sorted(noisy)
     assert answer["candidates"] == len(SWEEP_STRATEGIES) - len(noisy)
-    floor = next(f["floor"] for f in judged["noise_floor"] if (f["k"], f["n"]) == (k, n))
-    assert answer["noise_floor"] == floor
+    here_noise = next(f for f in judged["noise_floor"] if (f["k"], f["n"]) == (k, n))
+    assert answer["resolution"] == here_noise["resolution"]
     if answer["candidates"] >= 2:
         lead = answer["fastest"]["lead"]
         assert lead == verdicts.lookup(report["verdicts"], lead["a"], lead["b"], k, n, "window")

@@ -48,9 +48,9 @@ def test_answer_names_fastest_by_overhead_and_leanest_by_peak(tmp_path):
     lead = fastest["lead"]
     assert (lead["a"], lead["b"], lead["metric"]) == ("lazy", "native", "window")
     assert lead["ratio"] == pytest.approx(0.7, rel=0.01)
-    assert lead["ci_high"] < 1 - max(answer["min_effect"], answer["noise_floor"])
+    assert lead["ci_high"] < 1 and lead["q"] < 0.05  # significant over the sweep
     assert lead["verdict"] == "lower"
-    assert answer["noise_floor"] is not None and 0 < answer["noise_floor"] < 0.05
+    assert answer["resolution"] is not None and 0.02 <= answer["resolution"] < 0.05
     assert answer["min_effect"] == verdicts.DEFAULT_MIN_EFFECT
     leanest = answer["leanest"]
     assert (leanest["strategy"], leanest["peak_bytes"], leanest["held_bytes"]) == (
@@ -62,7 +62,7 @@ def test_answer_names_fastest_by_overhead_and_leanest_by_peak(tmp_path):
     assert leanest["lead"]["verdict"] == "lower" and leanest["lead"]["metric"] == "peak_memory"
     advice = answer["advice"]
     assert advice.startswith("Use `lazy` for speed: it is lower than `native`, the next fastest")
-    assert f"beyond the {max(0.02, answer['noise_floor']):.1%} that this sweep" in advice
+    assert "significant over the sweep and beyond min-effect 2%" in advice
     assert "; `block` needs the least memory at peak" in advice
     assert advice.endswith(
         "; avoid `global` where many tensors are alive: its reset grows by 10.0 ms per 10,000 "
@@ -84,14 +84,14 @@ def test_advice_is_a_tie_when_strategies_are_near_identical(tmp_path):
     rows = [make_row("native", round=r, control=r > 0) for r in (0, 1, 2)]
     rows += [make_row("lazy", overhead=1.001), make_row("block", overhead=1.3, peak=8 * MIB)]
     answer = analysis.report(write_run(tmp_path / "run", rows))["answer"]
-    assert answer["noise_floor"] is not None
+    assert answer["resolution"] is not None
     lead = answer["fastest"]["lead"]
     assert {lead["a"], lead["b"]} == {"lazy", "native"}
     assert lead["verdict"] == "same"
-    assert 1 - 0.02 <= lead["ci_low"] <= lead["ci_high"] <= 1 + 0.02
+    assert 1 / 1.02 <= lead["ci90_low"] <= lead["ci90_high"] <= 1.02  # two one-sided tests
     assert not answer["advice"].startswith("Use")
     assert f"`{lead['a']}` and `{lead['b']}` tie on speed here" in answer["advice"]
-    because = ": same, because their whole CI lies within +-2%), so choose on memory"
+    because = ": same, because their 90% interval lies within +-2%), so choose on memory"
     assert because in answer["advice"]
     assert "; `block` needs the least memory at peak" in answer["advice"]
 
@@ -102,13 +102,13 @@ def test_no_lower_verdict_without_a_measured_noise_floor(tmp_path):
     rows = [make_row("native"), make_row("lazy", overhead=0.7)]
     directory = write_run(tmp_path / "run", rows)
     answer = analysis.report(directory)["answer"]
-    assert answer["noise_floor"] is None
+    assert answer["resolution"] is None
     lead = answer["fastest"]["lead"]
-    assert lead["ratio"] == pytest.approx(0.7, rel=0.01) and lead["ci_high"] < 0.9
-    assert lead["verdict"] == "unclear"
+    assert lead["ratio"] == pytest.approx(0.7, rel=0.01)
+    assert lead["ci_low"] is None and lead["verdict"] == "unclear"  # no interval is honest
     assert answer["advice"].startswith("`lazy` and `native` tie on speed here")
     section = by_id(build.build(directory).read_text(), "answer")
-    assert "not measured: only <i>same</i> or <i>unclear</i> can be said" in section
+    assert "not measured: no variance between processes, so only <i>unclear</i>" in section
 
 
 def test_noisy_cases_are_left_out_of_the_answer(tmp_path):
@@ -162,11 +162,11 @@ def test_verdicts_json_is_written_and_the_page_shows_what_it_says(tmp_path):
         (2, 0),
         (2, 10_000),
     ]
-    for floor in judged["noise_floor"]:
-        assert floor["measured"] and floor["df"] == 2, floor
-        parts = ("in_process", "between_processes_observed", "between_processes_bound")
-        assert floor["floor"] == max(floor[part] for part in parts)
-        assert f"<b>{floor['floor'] * 100:.1f}%</b>" in by_id(html, "answer")
+    for floor in judged["noise_floor"]:  # the control's 3 processes: df 2 in every group
+        assert floor["measured"] and floor["df"] == 2 and floor["pooled_from"] == [], floor
+        assert floor["resolution"] >= judged["min_effect"]
+    at = next(f for f in judged["noise_floor"] if (f["k"], f["n"]) == (1, 0))
+    assert f"<b>{at['resolution'] * 100:.1f}%</b>" in by_id(html, "answer")
     # the page's verdict table: every comparison at the default K and N, word for word
     shown = verdict_rows(html)
     here = [c for c in judged["comparisons"] if (c["k"], c["n"]) == (1, 0)]

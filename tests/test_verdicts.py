@@ -142,26 +142,118 @@ def _entry(rows):
     }
 
 
-def test_noise_floor_is_a_t_prediction_bound_from_the_control_processes():
+def test_a_groups_noise_is_the_pooled_variance_of_process_figures_with_its_df():
     entries = [
         _entry([_row("native", 1, 1.0), _row("native", 1, 1.02, rnd=1)]),
         _entry([_row("block", 1, 1.5)]),
     ]
-    floor = verdicts.noise_floors(entries)[(1, 0)]
-    # two processes: sd = |log 1.02| / sqrt(2); bound = t(0.975, 1) * sqrt(2) * sd
-    expected = math.expm1(stats.t_quantile(0.975, 1) * math.log(1.02))
-    assert floor["between_processes_bound"] == pytest.approx(expected, rel=1e-6)
-    assert floor["between_processes_observed"] == pytest.approx(0.02)
-    assert floor["in_process"] == pytest.approx(math.expm1(0.01))
-    assert floor["floor"] == pytest.approx(expected) and floor["df"] == 1
+    (spread,) = verdicts.noise(entries, 0.02).values()
+    # two processes of native: variance of (0, log 1.02) with df 1; block's one adds no df
+    assert spread["variance"] == pytest.approx(math.log(1.02) ** 2 / 2)
+    assert (spread["df"], spread["processes"], spread["strategies"]) == (1, 3, 2)
+    assert spread["pooled_from"] == [] and spread["measured"]
+    half = stats.t_quantile(0.975, 1) * math.sqrt(spread["variance"] * 2 / 1.5)
+    assert spread["resolution"] == pytest.approx(math.expm1(half))
 
 
-def test_without_a_second_process_the_floor_is_unknown_and_time_is_never_lower_or_higher():
+def test_without_a_second_process_the_noise_is_unknown_and_time_is_never_decided():
     entries = [_entry([_row("native", 1, 1.0)]), _entry([_row("block", 1, 3.0)])]
     result = verdicts.verdicts(entries, 0.02)
-    assert result["noise_floor"][0]["floor"] is None
+    assert result["noise_floor"][0]["resolution"] is None
     window = [c for c in result["comparisons"] if c["metric"] == "window"]
     assert [c["verdict"] for c in window] == ["unclear"]
+
+
+def test_a_group_without_df_borrows_from_its_settings_at_other_k_and_says_so():
+    entries = [
+        _entry([_row("native", 1, 1.0)]),
+        _entry([_row("block", 1, 1.3)]),
+        _entry([_row("native", 4, 1.0), _row("native", 4, 1.01, rnd=1)]),
+        _entry([_row("block", 4, 1.3)]),
+    ]
+    spreads = verdicts.noise(entries, 0.02)
+    at = {key[0]: s for key, s in spreads.items()}
+    assert at[1]["pooled_from"] == [[4, 0]] and at[1]["df"] == 1
+    assert at[1]["variance"] == pytest.approx(at[4]["variance"])
+    assert at[4]["pooled_from"] == []
+    # another precision never lends: bf16 judges bf16
+    bf16 = [{**e, "precision": "bf16"} for e in entries[:2]]
+    spreads = verdicts.noise([*bf16, *entries[2:]], 0.02)
+    lone = next(s for key, s in spreads.items() if dict(key[2])["precision"] == "bf16")
+    assert lone["df"] == 0 and lone["resolution"] is None
+
+
+def _planted(truth: dict[str, float], processes: dict[str, int], sd: float, seed: int):
+    """Entries of one group: each strategy's processes, each with 8 pairs; a process's log
+    overhead is the strategy's true one, plus an offset of the process (SD ``sd``), plus each
+    pair's own noise (SD 1%)."""
+    rng = np.random.default_rng(seed)
+    entries = []
+    for strategy, log_true in truth.items():
+        rows = []
+        for r in range(processes[strategy]):
+            offset = rng.normal(0, sd)
+            plain = 0.01 * np.exp(rng.normal(0, 0.01, 8))
+            window = plain * np.exp(log_true + offset + rng.normal(0, 0.01, 8))
+            rows.append({**_row(strategy, 1, 1.0, rnd=r), "samples": {
+                "window": window.tolist(), "plain_window": plain.tolist()}})  # fmt: skip
+        entries.append(_entry(rows))
+    return entries
+
+
+@pytest.mark.slow  # 2,000 simulated sweeps
+@pytest.mark.parametrize(
+    ("processes", "label"),
+    [
+        ({"native": 3, "lazy": 1, "block": 1}, "--rounds 1 with the control in 3 processes"),
+        ({"native": 5, "lazy": 5, "block": 5}, "--rounds 5"),
+    ],
+)
+def test_the_interval_called_95_percent_covers_the_truth_95_percent_of_the_time(processes, label):
+    """1,000 simulated sweeps with a known truth (2% SD between processes, 1% per pair) through
+    the project's own functions: the 95% interval of every strategy pair covers the true ratio
+    in 93-97% of them (binomial SD at 1,000 x 3 pairs: 0.4%)."""
+    truth = {"native": 0.0, "lazy": math.log(1.03), "block": math.log(0.98)}
+    covered = total = 0
+    for seed in range(1000):
+        entries = _planted(truth, processes, 0.02, seed)
+        spreads = verdicts.noise(entries, 0.02)
+        for c in verdicts.strategy_comparisons(entries, spreads, 0.02):
+            if c["metric"] != "window":
+                continue
+            true = math.exp(truth[c["a"]] - truth[c["b"]])
+            covered += c["ci_low"] <= true <= c["ci_high"]
+            total += 1
+    assert 0.93 <= covered / total <= 0.97, f"{label}: coverage {covered / total:.3f}"
+
+
+@pytest.mark.slow  # 200 simulated sweeps
+def test_a_five_percent_difference_is_higher_and_twins_are_same_with_enough_processes():
+    """200 simulated sweeps of 20 processes per strategy (2% SD between processes): native's
+    twin is never lower or higher and mostly same; 5% slower is higher."""
+    truth = {"native": 0.0, "twin": 0.0, "slow": math.log(1.05)}
+    words: dict[str, list[str]] = {"slow": [], "twin": []}
+    for seed in range(200):
+        entries = _planted(truth, {"native": 20, "twin": 20, "slow": 20}, 0.02, seed)
+        comparisons = verdicts.strategy_comparisons(entries, verdicts.noise(entries, 0.02), 0.02)
+        verdicts.decide_time(comparisons, 0.02)
+        for c in comparisons:
+            if c["metric"] == "window" and "native" in (c["a"], c["b"]):
+                c = c if c["b"] == "native" else verdicts.invert(c)
+                words[c["a"]].append(c["verdict"])
+    assert "lower" not in words["twin"] and "higher" not in words["twin"]
+    assert words["twin"].count("same") / len(words["twin"]) > 0.7, words["twin"]
+    assert words["slow"].count("higher") / len(words["slow"]) > 0.95
+
+
+def test_a_significant_difference_inside_min_effect_is_same_not_higher():
+    c = {"log": math.log(1.01), "ci_low": 1.005, "ci_high": 1.015, "ci90_low": 1.006,
+         "ci90_high": 1.014, "q": 1e-6, "metric": "window"}  # fmt: skip
+    assert verdicts.judge(c, 0.02) == "same"
+    assert verdicts.judge({**c, "log": math.log(1.03), "ci90_high": 1.04}, 0.02) == "higher"
+    assert verdicts.judge({**c, "log": math.log(1.03), "q": 0.2, "ci90_high": 1.04}, 0.02) == (
+        "unclear"
+    )
 
 
 def test_every_unordered_pair_once_per_metric_and_k():

@@ -23,6 +23,7 @@ import json
 import os
 import statistics
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,7 @@ USAGE = (
 def run_case(spec: CaseSpec) -> dict[str, Any] | None:
     """Measure one case; under torchrun every rank measures and rank 0 returns the row."""
     rank, _, world = distributed.ranks()
+    wall = Wall()  # where the case's time goes, step by step (the row's ``wall_s``)
     workload = setup(spec)
     data, references = case_data(workload, rank, world)
     shape = distributed.parse_mesh(spec.mesh or None, spec.parallel, world)
@@ -54,20 +56,30 @@ def run_case(spec: CaseSpec) -> dict[str, Any] | None:
     # before any backward: DDP takes a communication hook only before its first
     counter = distributed.CollectiveCounter(runner.strategy.module, parallel.kind)
     timed = data[:2]  # two windows alternate, so that no window's data is cached twice
+    wall.lap("setup")
     # compiled: every graph (and each new shape's) is compiled here, outside every window
     compile_s = runner.strategy.warm(timed) if spec.recipe.compile else None
-    check, errors = check_gradients(spec, runner, workload, data, references, parallel)
+    wall.lap("compile")
+    check, errors = (
+        (None, {})
+        if spec.time_only
+        else check_gradients(spec, runner, workload, data, references, parallel)
+    )
     del references
-    samples, context, collectives = timed_pairs(spec, runner, workload, timed, counter)
+    wall.lap("gradient_check")
+    samples, context, collectives = timed_pairs(spec, runner, workload, timed, counter, wall)
     if parallel.sharded:
         samples.update(flavour_pairs(spec, runner, timed))
     other_compile_s = other_settings(spec, runner, timed, samples)
     compile_s = compile_s if compile_s is not None else other_compile_s
+    wall.lap("other_pairs")
     costs = cost_counts(spec, runner, workload, timed)
+    wall.lap("cost_model")
     runner.close()
     del runner
     gc.collect()
-    held_peak = memory_figures(workload, spec, data, parallel, rank)
+    held_peak = {} if spec.time_only else memory_figures(workload, spec, data, parallel, rank)
+    wall.lap("memory_pass")
     if spec.parallel != "none":
         samples = distributed.slowest(samples, world)
         held_peak = distributed.largest(held_peak, world)
@@ -76,12 +88,39 @@ def run_case(spec: CaseSpec) -> dict[str, Any] | None:
             return None
     memory_row = {**held_peak, **context}
     measured = measured_part(spec, workload, samples, check, memory_row, collectives)
+    wall.lap("teardown")
     return {
         **measured,
         **errors,
         "compile_s": compile_s,
         "cost_model": cost_figures(costs, samples) if costs else None,
+        "wall_s": wall.seconds,
     }
+
+
+class Wall:
+    """Wall-clock seconds per step of a case, lap by lap (the sweep adds the process's start)."""
+
+    STEPS = (
+        "setup",
+        "compile",
+        "gradient_check",
+        "warmup",
+        "timed_pairs",
+        "other_pairs",
+        "cost_model",
+        "memory_pass",
+        "teardown",
+    )
+
+    def __init__(self) -> None:
+        self.seconds = dict.fromkeys(self.STEPS, 0.0)
+        self._last = time.perf_counter()
+
+    def lap(self, step: str) -> None:
+        now = time.perf_counter()
+        self.seconds[step] += now - self._last
+        self._last = now
 
 
 def setup(spec: CaseSpec) -> bound.Bound:
@@ -140,7 +179,7 @@ def check_gradients(spec, runner, workload, data, references, parallel) -> tuple
     return check, errors
 
 
-def timed_pairs(spec, runner, workload, timed, counter) -> tuple[dict, dict, list]:
+def timed_pairs(spec, runner, workload, timed, counter, wall: Wall) -> tuple[dict, dict, list]:
     """The plain loop beside the strategy's, warm-up, then ``repeat`` timed pairs: the samples
     of every phase, the memory context (RSS, growth per window) and the collectives per window."""
     recipe = spec.recipe
@@ -149,6 +188,7 @@ def timed_pairs(spec, runner, workload, timed, counter) -> tuple[dict, dict, lis
         runner.plain.warm(timed)  # the compiled graphs are cached: this only checks shapes
     for i in range(spec.warmup):
         runner.pair(i, *timed[i % 2])
+    wall.lap("warmup")
     if workload.device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(workload.device)
     rss_after_setup = memory.status_bytes("VmRSS")
@@ -174,6 +214,7 @@ def timed_pairs(spec, runner, workload, timed, counter) -> tuple[dict, dict, lis
             if workload.device.type == "cuda"
             else (memory.status_bytes("VmRSS") or 0)
         )
+    wall.lap("timed_pairs")
     context = {
         "rss_after_setup_bytes": rss_after_setup,
         "peak_rss_bytes": memory.status_bytes("VmHWM") if hwm_reset else None,
@@ -199,8 +240,9 @@ def other_settings(spec: CaseSpec, runner: PairedRunner, timed, samples: dict) -
 
 def cost_counts(spec: CaseSpec, runner: PairedRunner, workload, timed) -> dict[str, Any] | None:
     """The cost model's coefficients and counts of this process, after the timed pairs and off
-    the clock; none for the control's extra processes (they measure noise, nothing else)."""
-    if spec.control:
+    the clock; none for the control's extra processes and time-only ones (they measure noise
+    or time, nothing else)."""
+    if spec.control or spec.time_only:
         return None
     return {
         "coefficients": costmodel.calibrate(workload.device),
@@ -420,6 +462,7 @@ def row_for(spec: CaseSpec, measured: dict[str, Any]) -> dict[str, Any]:
         "case_id": spec.case_id,
         **spec.identity(),
         "round": spec.round,
+        "time_only": spec.time_only,  # a repeat process a sweep added: timed pairs only
         **measured,
         "env": {
             **envinfo.environment(spec.device),

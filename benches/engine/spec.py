@@ -68,6 +68,9 @@ class CaseSpec:
     run_id: str = ""
     round: int = 0
     control: bool = False  # an extra process of the control strategy: the between-process noise
+    # a repeat process that a sweep adds for a verdict still open: timed pairs only (the case's
+    # first process checked its gradients and measured its memory and cost model)
+    time_only: bool = False
     plain_timeline: bool = True  # record the plain loop's timeline too (a sweep: once per group)
     out_dir: str = "."
     git: dict[str, Any] = dataclasses.field(default_factory=dict)

@@ -24,6 +24,8 @@ DEFAULT_RUNS = envinfo.ROOT / "reports" / "runs"
 DEVICES = ("auto", "cpu", "cuda")
 BASELINE_GONE = "baseline"
 DEFAULT_REPEAT = 8  # pairs: with the control processes, the default sweep fits 15 min on 2 cores
+DEFAULT_BUDGET = 900.0  # seconds: the default sweep on a 2-core CPU within 15 min
+MAX_LOOKS = 6  # the first round and up to 5 added rounds; each look at ALPHA / MAX_LOOKS
 CONTROL_PROCESSES = 3  # processes of the control strategy per (K, N) when --rounds is 1
 # seconds per micro-batch forward+backward to budget for, by device: the timeout scales with it
 SECONDS_PER_MICRO_BATCH = {
@@ -115,7 +117,15 @@ def sweep_options(run: argparse.ArgumentParser) -> None:
     )
     run.add_argument("--warmup", default="1", help="unmeasured pairs first (default 1)")
     run.add_argument(
-        "--rounds", default="1", help="run every case in R fresh processes (default 1)"
+        "--rounds",
+        help="run every case in exactly R processes (default: 1, then rounds added while a "
+        "verdict is open and --budget lasts)",
+    )
+    run.add_argument(
+        "--budget",
+        help=f"seconds the sweep may take in all: after the first round it adds time-only "
+        f"processes, round by round in shuffled order, to the groups whose strategy "
+        f"comparisons are still unclear (default {DEFAULT_BUDGET:g}; 0: no rounds added)",
     )
     run.add_argument(
         "--control",
@@ -215,6 +225,8 @@ class Sweep:
     repeat: int
     warmup: int
     rounds: int
+    budget: float = 0.0  # seconds for the whole sweep; > 0: rounds added while verdicts are open
+    looks: int = 1  # how often the sweep may look at its verdicts (each held to ALPHA / looks)
     threads: int
     timeout: float
     memray: bool
@@ -249,7 +261,15 @@ def resolve(args: argparse.Namespace) -> Sweep:
     live = int_list("--live-tensors", args.live_tensors, 0)
     repeat = int_value("--repeat", args.repeat, 1)
     warmup = int_value("--warmup", args.warmup, 0)
-    rounds = int_value("--rounds", args.rounds, 1)
+    rounds = int_value("--rounds", args.rounds, 1) if args.rounds is not None else 1
+    budget = seconds("--budget", args.budget, DEFAULT_BUDGET)
+    if args.rounds is not None and args.budget is not None and budget > 0:
+        raise UsageError(
+            "--budget adds rounds until the verdicts are decided, --rounds R runs exactly R: "
+            "give one of them"
+        )
+    if args.rounds is not None:
+        budget = 0.0
     threads = int_value("--threads", args.threads, 1) if args.threads else os.cpu_count() or 1
     seed = int_value("--seed", args.seed, 0)
     world_size = int_value("--world-size", args.world_size, 1)
@@ -278,6 +298,8 @@ def resolve(args: argparse.Namespace) -> Sweep:
         repeat=repeat,
         warmup=warmup,
         rounds=rounds,
+        budget=budget,
+        looks=MAX_LOOKS if budget > 0 else 1,
         threads=threads,
         timeout=timeout,
         memray=args.memray,
@@ -528,6 +550,19 @@ def fraction(option: str, text: str) -> float:
         ) from None
     if not 0 <= value < 1:
         raise UsageError(f"{option} {text!r} is out of range; valid: a fraction in [0, 1)")
+    return value
+
+
+def seconds(option: str, text: str | None, default: float) -> float:
+    """A number of seconds >= 0 (``default`` when not given)."""
+    if text is None:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        raise UsageError(f"{option} {text!r} is not a number of seconds") from None
+    if not 0 <= value < float("inf"):
+        raise UsageError(f"{option} {text!r} is out of range; valid: seconds >= 0")
     return value
 
 

@@ -11,9 +11,12 @@ import dataclasses
 import datetime
 import json
 import os
+import random
 import signal
+import statistics
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -121,6 +124,7 @@ def run_one(spec: CaseSpec, timeout: float, server: zygote.Zygote | None = None)
     spec_path.write_text(json.dumps(dataclasses.asdict(spec)))
     code: int | None = None
     forked = False
+    started = time.monotonic()
     if server is not None and spec.parallel == "none":  # torchrun's ranks start their own
         try:
             code, forked = server.run([str(spec_path), str(out_path)], log_path, timeout), True
@@ -132,6 +136,11 @@ def run_one(spec: CaseSpec, timeout: float, server: zygote.Zygote | None = None)
         return row_for(spec, failed_measure(f"timed out after {timeout:g} s"))
     if out_path.exists():
         row = json.loads(out_path.read_text())
+        wall = row.get("wall_s") or {}
+        total = time.monotonic() - started
+        # the process's start: the fork (or the fresh interpreter's imports) and the spec read
+        row["wall_s"] = {**wall, "process_start": max(0.0, total - sum(wall.values()))}
+        row["wall_s"]["total"] = total
         if row["status"] != "ok" and spec.parallel != "none":
             # rank 0 often sees only that a peer hung up: every rank's exception, first first
             raised = _exception_lines(log_path)
@@ -251,20 +260,18 @@ def sweep_main(sweep: Sweep) -> int:
         TimeRemainingColumn,
     )
 
+    started = time.monotonic()
     run_id, done = start_run(sweep)
-    todo = [
-        c
-        for c in cases(sweep, run_id, envinfo.git_state())
-        if (case_key(dataclasses.asdict(c)), c.round) not in done
-    ]
+    git = envinfo.git_state()
+    planned = cases(sweep, run_id, git)
+    todo = [c for c in planned if (case_key(dataclasses.asdict(c)), c.round) not in done]
     console = Console(stderr=True)
     console.print(
         f"zerograd sweep {run_id}: {len(todo)} cases ({len(done)} already done), "
         f"preset {sweep.preset} on {sweep.device}, {sweep.threads} threads"
         f"{f', {sweep.world_size} ranks' if sweep.world_size > 1 else ''} -> {sweep.out}"
+        + (f"; rounds added while verdicts are open, {sweep.budget:g} s" if sweep.budget else "")
     )
-    failed = 0
-    interrupted = False
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),
@@ -273,25 +280,99 @@ def sweep_main(sweep: Sweep) -> int:
         TextColumn("ETA"),
         TimeRemainingColumn(),
     )
-    fresh = os.environ.get(zygote.FRESH) or not todo
+    fresh = os.environ.get(zygote.FRESH) or not (todo or sweep.budget)
     server = None if fresh else zygote.Zygote(case_env(), envinfo.ROOT)
+    state = {"failed": 0, "interrupted": False}
     with Progress(*columns, console=console, transient=False) as progress:
         task = progress.add_task("sweep", total=len(todo))
-        for spec in todo:
-            progress.update(task, description=f"{spec.case_id:<40}")
-            try:
-                row = run_one(spec, sweep.timeout, server)
-            except KeyboardInterrupt:
-                interrupted = True
-                break
-            results.append(sweep.out, row)
-            if row["status"] != "ok":
-                failed += 1
-                progress.console.print(f"[red]failed[/red] {spec.case_id}: {row['error']}")
-            progress.advance(task)
+        run_cases(todo, sweep, server, progress, task, state)
+        if sweep.budget and not state["interrupted"]:
+            spend_budget(sweep, run_id, git, server, progress, task, state, started)
     if server is not None:
         server.close()
-    return finish(sweep, console, failed, interrupted)
+    return finish(sweep, console, state["failed"], state["interrupted"])
+
+
+def run_cases(specs, sweep: Sweep, server, progress, task, state: dict, deadline=None) -> None:
+    """Each case in its own process, its row appended at once; a failure is one line (its text
+    is data, never markup). Stops at Ctrl-C, or before a case that would pass ``deadline``."""
+    from rich.markup import escape
+
+    for spec in specs:
+        if deadline is not None and time.monotonic() + expected_case_s(sweep) > deadline:
+            return
+        progress.update(task, description=f"{spec.case_id:<40}")
+        try:
+            row = run_one(spec, sweep.timeout, server)
+        except KeyboardInterrupt:
+            state["interrupted"] = True
+            return
+        results.append(sweep.out, row)
+        if row["status"] != "ok":
+            state["failed"] += 1
+            error = escape(str(row["error"]))  # text from a case is data, never markup
+            progress.console.print(f"[red]failed[/red] {escape(spec.case_id)}: {error}")
+        progress.advance(task)
+
+
+def expected_case_s(sweep: Sweep) -> float:
+    """What a time-only process has cost in this sweep so far (median), or a first guess."""
+    walls = [
+        r["wall_s"]["total"]
+        for r in results.read(sweep.out)
+        if r.get("time_only") and (r.get("wall_s") or {}).get("total")
+    ]
+    if not walls:
+        walls = [
+            (r.get("wall_s") or {}).get("total") or 0.0
+            for r in results.read(sweep.out)
+            if r.get("status") == "ok"
+        ]
+    return statistics.median(walls) if walls else 0.0
+
+
+def open_groups(sweep: Sweep) -> tuple[set[tuple], int]:
+    """The groups (K, N, grad_sync, precision) with a strategy comparison on time that is still
+    ``unclear``, and how many such comparisons there are."""
+    from reports import verdicts
+    from reports.rows import pooled
+
+    entries = list(pooled(results.read(sweep.out)).values())
+    judged = verdicts.verdicts(entries, sweep.min_effect, sweep.looks)
+    unclear = [
+        c for c in judged["comparisons"] if c["metric"] == "window" and c["verdict"] == "unclear"
+    ]
+    groups = {(c["k"], c["n"], c["case"]["grad_sync"], c["case"]["precision"]) for c in unclear}
+    return groups, len(unclear)
+
+
+def spend_budget(sweep, run_id, git, server, progress, task, state, started) -> None:
+    """Rounds of time-only processes, one per strategy of every group whose strategy
+    comparisons are still unclear, in an order shuffled per round, until every verdict is
+    decided, the looks are used up (``sweep.looks``) or the budget is spent."""
+    deadline = started + sweep.budget
+    shuffle = random.Random(sweep.seed)
+    first = [c for c in cases(sweep, run_id, git) if not c.control and c.round == 0]
+    next_round = max((r.get("round", 0) for r in results.read(sweep.out)), default=0) + 1
+    for _ in range(sweep.looks - 1):
+        groups, unclear = open_groups(sweep)
+        if not groups or time.monotonic() >= deadline:
+            return
+        specs = [
+            dataclasses.replace(c, round=next_round, time_only=True, plain_timeline=False)
+            for c in first
+            if (c.accumulate, c.live_tensors, c.grad_sync, c.precision) in groups
+        ]
+        shuffle.shuffle(specs)
+        progress.update(task, total=progress.tasks[0].total + len(specs))
+        progress.console.print(
+            f"round {next_round}: {unclear} comparisons still unclear in {len(groups)} "
+            f"group(s): {len(specs)} time-only processes"
+        )
+        run_cases(specs, sweep, server, progress, task, state, deadline)
+        if state["interrupted"]:
+            return
+        next_round += 1
 
 
 def finish(sweep: Sweep, console, failed: int, interrupted: bool) -> int:

@@ -63,13 +63,16 @@ def print_summary(directory: Path, console: Console | None = None) -> None:
         console.print(flavour_table(report))
     if report["settings"]:
         console.print(settings_table(report))
-    floors = ", ".join(
-        f"K={f['k']} N={f['n']:,}: {f['floor']:.1%}" if f["floor"] is not None else "unmeasured"
+    resolution = ", ".join(
+        f"K={f['k']} N={f['n']:,} {f['case']['precision']}: "
+        + (f"{f['resolution']:.1%}" if f["resolution"] is not None else "not measured")
         for f in judged["noise_floor"]
     )
     console.print(
-        f"verdicts: lower/higher only beyond max(min-effect {judged['min_effect']:.0%}, noise "
-        f"floor); noise floor {floors or '-'}"
+        f"verdicts: higher/lower when significant over the sweep's "
+        f"{judged['error_control']['comparisons']} time comparisons (Benjamini-Hochberg) and "
+        f"beyond min-effect {judged['min_effect']:.0%}; resolution (the smallest difference "
+        f"this sweep tells apart) {resolution or '-'}"
     )
     if report["noisy"]:
         console.print(
