@@ -482,6 +482,26 @@ def flavour_table(entries: list[dict[str, Any]], judged: dict[str, Any]) -> list
     return out
 
 
+def wall_time(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Where the sweep's wall time went: each step's seconds summed over its cases' processes
+    (the rows' ``wall_s``), largest first, with its share of the total."""
+    steps: dict[str, float] = {}
+    for r in rows:
+        for step, seconds in (r.get("wall_s") or {}).items():
+            if step != "total":
+                steps[step] = steps.get(step, 0.0) + seconds
+    total = sum(steps.values())
+    ordered = sorted(steps.items(), key=lambda item: -item[1])
+    return {
+        "total_s": total,
+        "processes": sum(1 for r in rows if r.get("wall_s")),
+        "time_only": sum(1 for r in rows if r.get("time_only")),
+        "steps": [
+            {"step": s, "seconds": v, "share": v / total if total else None} for s, v in ordered
+        ],
+    }
+
+
 def min_effect_of(run: dict[str, Any]) -> float:
     value = (run.get("sweep") or {}).get("min_effect")
     return float(value) if value is not None else verdicts.DEFAULT_MIN_EFFECT
@@ -526,6 +546,7 @@ def report(directory: str | Path) -> dict[str, Any]:
         "first": first,
         "rows": len(rows),
         "ok_rows": len(ok_rows),
+        "wall": wall_time(rows),
         "ks": sorted({e["accumulate"] for e in entries}),
         "ns": sorted({e["live_tensors"] for e in entries}),
         "strategies": sorted({e["strategy"] for e in entries}, key=strategy_order),

@@ -4,7 +4,7 @@ A twin is the same class registered under another name, so a sweep measures it i
 its own: any verdict other than ``same``/``unclear`` between a twin and its original is a false
 difference. ``sleepy`` is ``block`` plus 50 ms of sleep in every reset (``ZEROGRAD_SLEEPY_S`` sets
 another): a real difference far beyond the noise, which the verdicts must find. ``busy`` is
-``native`` plus a busy-wait of 0.75 ms per reset (``ZEROGRAD_BUSY_S``), about 5% of a tiny CPU
+``native`` plus a busy-wait of 0.65 ms per reset (``ZEROGRAD_BUSY_S``), about 5% of a tiny CPU
 window: the size of difference the verdicts must find in a default sweep.
 """
 
@@ -21,7 +21,7 @@ from strategies.native import NativeStrategy
 TWINS = {"block_twin": "block", "native_twin": "native", "lazy_twin": "lazy"}
 SLEEP_S = float(os.environ.get("ZEROGRAD_SLEEPY_S", "0.050"))
 # about 5% of a tiny CPU window (K=1, N=0, --threads 1: ~15 ms): the difference users choose on
-BUSY_S = float(os.environ.get("ZEROGRAD_BUSY_S", "0.00075"))
+BUSY_S = float(os.environ.get("ZEROGRAD_BUSY_S", "0.00065"))
 
 
 class SleepyStrategy(BlockStrategy):

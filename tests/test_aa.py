@@ -123,3 +123,31 @@ def test_the_gate_on_two_runs(first, second, tmp_path):
         assert done.returncode == code, done.stdout
         if code:  # the run with the sleep is the regression: sleepy, and only sleepy
             assert [line.split()[1] for line in done.stdout.splitlines()] == ["sleepy"]
+
+
+def test_a_planted_five_percent_is_higher_and_twins_are_same_in_a_default_sweep(tmp_path):
+    """``busy`` (native plus 0.65 ms of busy-wait per reset, about 5% of a tiny CPU window at
+    one thread) against native and native's twin, in fp32 and bf16-autocast, with the default
+    budget: busy is higher than both in both precisions, the twins are never lower or higher.
+    On this project's 2-core box: busy 1.04-1.06x, twins same, 196 processes in 163 s."""
+    out = tmp_path / "planted"
+    argv = ["--preset", "tiny", "--accumulate", "1", "--live-tensors", "0", "--threads", "1"]
+    argv += ["--strategies", "native,native_twin,busy", "--precision", "fp32,bf16-autocast"]
+    done = subprocess.run(
+        [sys.executable, "-m", "benches", "run", *argv, "--plugin", "tests.aa_plugin"]
+        + ["--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads((out / "verdicts.json").read_text())
+    assert {f["case"]["precision"] for f in result["noise_floor"]} == {"fp32", "bf16-autocast"}
+    for precision in ("fp32", "bf16-autocast"):
+        here = [c for c in result["comparisons"] if c["case"]["precision"] == precision]
+        for other in ("native", "native_twin"):
+            c = _find(here, "busy", other, "window")
+            assert c["verdict"] == ("higher" if c["a"] == "busy" else "lower"), c
+        twins = _find(here, "native", "native_twin", "window")
+        assert twins["verdict"] in ("same", "unclear"), twins

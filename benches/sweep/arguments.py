@@ -225,8 +225,6 @@ class Sweep:
     repeat: int
     warmup: int
     rounds: int
-    budget: float = 0.0  # seconds for the whole sweep; > 0: rounds added while verdicts are open
-    looks: int = 1  # how often the sweep may look at its verdicts (each held to ALPHA / looks)
     threads: int
     timeout: float
     memray: bool
@@ -247,6 +245,8 @@ class Sweep:
     min_effect: float = DEFAULT_MIN_EFFECT
     keep_captures: bool = False
     control: str = "none"
+    budget: float = 0.0  # seconds for the whole sweep; > 0: rounds added while verdicts are open
+    looks: int = 1  # how often the sweep may look at its verdicts (each held to ALPHA / looks)
 
 
 def resolve(args: argparse.Namespace) -> Sweep:

@@ -348,31 +348,36 @@ def open_groups(sweep: Sweep) -> tuple[set[tuple], int]:
 
 def spend_budget(sweep, run_id, git, server, progress, task, state, started) -> None:
     """Rounds of time-only processes, one per strategy of every group whose strategy
-    comparisons are still unclear, in an order shuffled per round, until every verdict is
-    decided, the looks are used up (``sweep.looks``) or the budget is spent."""
+    comparisons are still unclear, in an order shuffled per look, until every verdict is
+    decided, the looks are used up (``sweep.looks``: each look adds twice the rounds of the
+    last) or the budget is spent."""
     deadline = started + sweep.budget
     shuffle = random.Random(sweep.seed)
     first = [c for c in cases(sweep, run_id, git) if not c.control and c.round == 0]
     next_round = max((r.get("round", 0) for r in results.read(sweep.out)), default=0) + 1
-    for _ in range(sweep.looks - 1):
+    for look in range(1, sweep.looks):
         groups, unclear = open_groups(sweep)
         if not groups or time.monotonic() >= deadline:
             return
+        # each look doubles what the last added (1, 2, 4, ... rounds): few looks, many processes
+        rounds = range(next_round, next_round + 2 ** (look - 1))
         specs = [
-            dataclasses.replace(c, round=next_round, time_only=True, plain_timeline=False)
+            dataclasses.replace(c, round=r, time_only=True, plain_timeline=False)
+            for r in rounds
             for c in first
             if (c.accumulate, c.live_tensors, c.grad_sync, c.precision) in groups
         ]
         shuffle.shuffle(specs)
         progress.update(task, total=progress.tasks[0].total + len(specs))
         progress.console.print(
-            f"round {next_round}: {unclear} comparisons still unclear in {len(groups)} "
-            f"group(s): {len(specs)} time-only processes"
+            f"look {look + 1} of at most {sweep.looks}: {unclear} comparisons still unclear in "
+            f"{len(groups)} group(s): {len(specs)} time-only processes (rounds "
+            f"{rounds[0]}-{rounds[-1]})"
         )
         run_cases(specs, sweep, server, progress, task, state, deadline)
         if state["interrupted"]:
             return
-        next_round += 1
+        next_round += len(rounds)
 
 
 def finish(sweep: Sweep, console, failed: int, interrupted: bool) -> int:
