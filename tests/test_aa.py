@@ -133,9 +133,9 @@ def test_a_planted_five_percent_is_higher_and_twins_are_same_in_a_default_sweep(
     out = tmp_path / "planted"
     argv = ["--preset", "tiny", "--accumulate", "1", "--live-tensors", "0", "--threads", "1"]
     argv += ["--strategies", "native,native_twin,busy", "--precision", "fp32,bf16-autocast"]
+    argv += ["--plugin", "tests.aa_plugin", "--out", str(out)]
     done = subprocess.run(
-        [sys.executable, "-m", "benches", "run", *argv, "--plugin", "tests.aa_plugin"]
-        + ["--out", str(out)],
+        [sys.executable, "-m", "benches", "run", *argv],
         cwd=ROOT,
         capture_output=True,
         text=True,
