@@ -17,7 +17,7 @@ for batch in 64 256; do
 done
 timeout 100 python -m benches mfu --preset big --batch-size 256 --min-len 32 --max-len 128 \
     --compile >> "$OUT/mfu.jsonl" 2>> "$OUT/mfu.err"
-timeout 200 python -m benches run --device cuda --preset base --accumulate 4 --live-tensors 0 \
+timeout 200 python -m benches run --device cuda --preset base --accumulate 4 --live-tensors 0 --budget 150 \
     --precision fp32,bf16-autocast --strategies native,flat,main_grad --repeat 6 --warmup 1 \
     --control native --out "$OUT/sweep" > "$OUT/sweep.txt" 2>&1
 rm -rf "$OUT/sweep/memray" "$OUT/sweep/cases"
