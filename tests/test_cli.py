@@ -296,6 +296,7 @@ def test_a_reset_that_does_nothing_fails_the_gradient_check(plugin_dir, tmp_path
         assert row["status"] == "failed" and "gradient check failed" in row["error"], row["error"]
 
 
+@pytest.mark.slow  # three sweeps
 def test_resume_runs_only_what_is_missing(tmp_path, capsys):
     out = tmp_path / "run"
     assert sweep(*QUICK, "--strategies", "block,lazy", "--out", str(out)).returncode == 0
@@ -321,6 +322,7 @@ def test_resume_runs_only_what_is_missing(tmp_path, capsys):
     assert len(read(out)) == 2
 
 
+@pytest.mark.slow  # a sweep interrupted mid-case
 def test_interrupt_keeps_finished_rows_and_writes_the_report(tmp_path):
     out = tmp_path / "run"
     proc = subprocess.Popen(
