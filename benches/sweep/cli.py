@@ -21,6 +21,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
+
 from benches.engine import envinfo, results
 from benches.engine.spec import CaseSpec
 from benches.sweep import zygote
@@ -266,10 +268,11 @@ def sweep_main(sweep: Sweep) -> int:
     planned = cases(sweep, run_id, git)
     todo = [c for c in planned if (case_key(dataclasses.asdict(c)), c.round) not in done]
     console = Console(stderr=True)
+    out = escape(str(sweep.out))  # a path is data, never markup
     console.print(
         f"zerograd sweep {run_id}: {len(todo)} cases ({len(done)} already done), "
         f"preset {sweep.preset} on {sweep.device}, {sweep.threads} threads"
-        f"{f', {sweep.world_size} ranks' if sweep.world_size > 1 else ''} -> {sweep.out}"
+        f"{f', {sweep.world_size} ranks' if sweep.world_size > 1 else ''} -> {out}"
         + (f"; rounds added while verdicts are open, {sweep.budget:g} s" if sweep.budget else "")
     )
     columns = (
@@ -296,12 +299,10 @@ def sweep_main(sweep: Sweep) -> int:
 def run_cases(specs, sweep: Sweep, server, progress, task, state: dict, deadline=None) -> None:
     """Each case in its own process, its row appended at once; a failure is one line (its text
     is data, never markup). Stops at Ctrl-C, or before a case that would pass ``deadline``."""
-    from rich.markup import escape
-
     for spec in specs:
         if deadline is not None and time.monotonic() + expected_case_s(sweep) > deadline:
             return
-        progress.update(task, description=f"{spec.case_id:<40}")
+        progress.update(task, description=escape(f"{spec.case_id:<40}"))
         try:
             row = run_one(spec, sweep.timeout, server)
         except KeyboardInterrupt:
@@ -389,11 +390,11 @@ def finish(sweep: Sweep, console, failed: int, interrupted: bool) -> int:
 
         report = build(sweep.out)
     except Exception as err:  # the rows are safe; say why the page is missing
-        console.print(f"[red]report not written[/red]: {type(err).__name__}: {err}")
+        console.print(f"[red]report not written[/red]: {escape(f'{type(err).__name__}: {err}')}")
     try:
         summary.print_summary(sweep.out)
     except Exception as err:
-        console.print(f"[red]summary not printed[/red]: {type(err).__name__}: {err}")
+        console.print(f"[red]summary not printed[/red]: {escape(f'{type(err).__name__}: {err}')}")
     print(f"results: {sweep.out / results.RESULTS}")
     if report is not None:
         print(f"report:  {report}")

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from reports import analysis
@@ -25,10 +26,10 @@ def print_summary(directory: Path, console: Console | None = None) -> None:
     console = console or Console(width=None if sys.stdout.isatty() else 140)
     report = analysis.report(directory)
     judged = report["verdicts"]
-    title = f"paired overhead per case ({directory.name})"
+    title = f"paired overhead per case ({escape(directory.name)})"
     if len(report["precisions"]) > 1:
         title = (
-            f"paired overhead per case ({directory.name}; precision {report['precision']}: "
+            f"paired overhead per case ({escape(directory.name)}; precision {report['precision']}: "
             "verdicts.json holds every precision)"
         )
     table = Table(title=title, title_justify="left")
@@ -47,7 +48,7 @@ def print_summary(directory: Path, console: Console | None = None) -> None:
         if line.get("noisy"):
             status += " [yellow]noisy[/yellow]"
         table.add_row(
-            line["strategy"],
+            escape(line["strategy"]),  # a plugin's label is data, never markup
             str(line["k"]),
             f"{line['n']:,}",
             _ms(window.get("median_s")),
@@ -82,10 +83,11 @@ def print_summary(directory: Path, console: Console | None = None) -> None:
         )
     answer = report.get("answer")
     if answer:
-        console.print(f"answer (K={answer['k']}, N={answer['n']:,}): {answer['advice']}")
+        console.print(f"answer (K={answer['k']}, N={answer['n']:,}): {escape(answer['advice'])}")
     for target in report["targets"]:
         mark = "[green]PASS[/green]" if target["ok"] else "[red]FAIL[/red]"
-        console.print(f"{mark} {target['target']}: {target['value']} (target {target['limit']})")
+        text = f"{target['target']}: {target['value']} (target {target['limit']})"
+        console.print(f"{mark} {escape(text)}")
 
 
 def flavour_table(report: dict) -> Table:
@@ -103,7 +105,7 @@ def flavour_table(report: dict) -> Table:
         vs = line.get("vs_every")
         collectives = line.get("collectives") or {}
         table.add_row(
-            line["strategy"],
+            escape(line["strategy"]),  # a plugin's label is data, never markup
             str(line["k"]),
             f"{line['n']:,}",
             line["grad_sync"],
@@ -120,9 +122,10 @@ def flavour_table(report: dict) -> Table:
 def settings_table(report: dict) -> Table:
     """--compare-settings: each case's loop against the same strategy's loop with the other
     setting (every precision), its paired ratio and verdict (verdicts.json's ``settings``)."""
+    compared = escape(report["recipe"]["compare_settings"])
     table = Table(
-        title=f"settings compared (--compare-settings {report['recipe']['compare_settings']}; "
-        "a / b window, paired in each process)",
+        title=f"settings compared (--compare-settings {compared}; a / b window, paired in each "
+        "process)",
         title_justify="left",
     )
     compiled = any(line["compile_s"] is not None for line in report["settings"])
@@ -139,8 +142,8 @@ def settings_table(report: dict) -> Table:
         c = line["comparison"]
         ratio = ratio_text(c)
         verdict = c["verdict"] + (" [yellow]noisy[/yellow]" if c.get("noisy") else "")
-        cells = [line["strategy"], line["precision"], str(line["k"]), f"{line['n']:,}"]
-        cells += [f"{line['a_value']} vs {line['b_value']}", ratio, verdict]
+        cells = [escape(line["strategy"]), line["precision"], str(line["k"]), f"{line['n']:,}"]
+        cells += [escape(f"{line['a_value']} vs {line['b_value']}"), ratio, verdict]
         if compiled:
             cells.append("-" if line["compile_s"] is None else f"{line['compile_s']:.2f}")
         table.add_row(*cells)
