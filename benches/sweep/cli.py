@@ -298,9 +298,12 @@ def sweep_main(sweep: Sweep) -> int:
 
 def run_cases(specs, sweep: Sweep, server, progress, task, state: dict, deadline=None) -> None:
     """Each case in its own process, its row appended at once; a failure is one line (its text
-    is data, never markup). Stops at Ctrl-C, or before a case that would pass ``deadline``."""
+    is data, never markup). Stops at Ctrl-C, or before a case that would pass ``deadline``
+    (a case is expected to cost the median wall time of the time-only processes so far)."""
+    walls = state.setdefault("time_only_walls", [])
     for spec in specs:
-        if deadline is not None and time.monotonic() + expected_case_s(sweep) > deadline:
+        expected = statistics.median(walls) if walls else 0.0
+        if deadline is not None and time.monotonic() + expected > deadline:
             return
         progress.update(task, description=escape(f"{spec.case_id:<40}"))
         try:
@@ -309,27 +312,13 @@ def run_cases(specs, sweep: Sweep, server, progress, task, state: dict, deadline
             state["interrupted"] = True
             return
         results.append(sweep.out, row)
+        if spec.time_only and (row.get("wall_s") or {}).get("total"):
+            walls.append(row["wall_s"]["total"])
         if row["status"] != "ok":
             state["failed"] += 1
             error = escape(str(row["error"]))  # text from a case is data, never markup
             progress.console.print(f"[red]failed[/red] {escape(spec.case_id)}: {error}")
         progress.advance(task)
-
-
-def expected_case_s(sweep: Sweep) -> float:
-    """What a time-only process has cost in this sweep so far (median), or a first guess."""
-    walls = [
-        r["wall_s"]["total"]
-        for r in results.read(sweep.out)
-        if r.get("time_only") and (r.get("wall_s") or {}).get("total")
-    ]
-    if not walls:
-        walls = [
-            (r.get("wall_s") or {}).get("total") or 0.0
-            for r in results.read(sweep.out)
-            if r.get("status") == "ok"
-        ]
-    return statistics.median(walls) if walls else 0.0
 
 
 def open_groups(sweep: Sweep) -> tuple[set[tuple], int]:
