@@ -14,6 +14,7 @@ Memory (held and peak bytes) is exact: same, lower or higher beyond min_effect.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -129,6 +130,7 @@ def comparison(dir_a: str | Path, dir_b: str | Path) -> dict[str, Any]:
                 "phases": phases,
             }
         )
+    drift = between_runs(judged)
     verdicts.decide_time(judged, min_effect)  # the error rate over every case compared
     windows = [line["window"] for line in lines]
     counts = {word: sum(w["verdict"] == word for w in windows) for word in verdicts.FLIP}
@@ -139,10 +141,29 @@ def comparison(dir_a: str | Path, dir_b: str | Path) -> dict[str, Any]:
         "comparisons": judged,
         "min_effect": min_effect,
         "rule": verdicts.RULE,
+        "between_runs": drift,
         "counts": counts,
         "only_a": [k for k in a["cases"] if k not in b["cases"]],
         "only_b": [k for k in b["cases"] if k not in a["cases"]],
         "failed": [(side, key) for side, s in (("A", a), ("B", b)) for key in s["failed"]],
+    }
+
+
+def between_runs(judged: list[dict[str, Any]]) -> dict[str, Any]:
+    """Widen every time comparison (in place) by the variance between runs
+    (``stats.between_runs``, from the changes of all the cases compared), and say what it was.
+    Without it, B's processes against A's would be judged as if both ran in one sweep, and a
+    machine that drifted between the runs would be called a change of the code."""
+    timed = [c for c in judged if c["metric"] == "window" and c.get("se") is not None]
+    variance, df = stats.between_runs([c["log"] for c in timed], [c["se"] for c in timed])
+    for c in timed:
+        c.update(stats.widened(c, variance, df))
+    return {
+        "variance": variance,
+        "sd": math.expm1(math.sqrt(variance)) if variance is not None else None,
+        "df": df,
+        "cases": len(timed),
+        "rule": stats.BETWEEN_RUNS,
     }
 
 
@@ -162,6 +183,7 @@ def compare_json(result: dict[str, Any]) -> dict[str, Any]:
             )
         ],
         "rule": result["rule"],
+        "between_runs": result["between_runs"],
         "comparisons": result["comparisons"],
     }
 

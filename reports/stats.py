@@ -273,6 +273,9 @@ def pooled_variance(groups: Sequence[Sequence[float]]) -> tuple[float | None, in
     return (squares / df, df) if df else (None, 0)
 
 
+METHOD = "Student-t interval of per-process figures"
+
+
 def contrast(
     a: Sequence[float],
     b: Sequence[float] | None,
@@ -317,12 +320,17 @@ def contrast(
             "p": None,
             "method": "no variance between processes measured: no interval",
         }
+    return {**out, **interval(estimate, se2, dof, confidence), "method": f"{METHOD}: {how}"}
+
+
+def interval(estimate: float, se2: float, dof: float, confidence: float = CONFIDENCE) -> dict:
+    """The t interval (95% and the 90% of two one-sided tests) and p of a log estimate whose
+    squared standard error is ``se2`` with ``dof`` degrees of freedom."""
     se = math.sqrt(se2)
     t95 = float(sps.t.ppf(1 - (1 - confidence) / 2, dof))
     t90 = float(sps.t.ppf(1 - (1 - confidence), dof))
     p = float(2 * sps.t.sf(abs(estimate) / se, dof)) if se > 0 else (0.0 if estimate else 1.0)
     return {
-        **out,
         "log": estimate,
         "ratio": math.exp(estimate),
         "se": se,
@@ -333,7 +341,66 @@ def contrast(
         "ci90_high": math.exp(estimate + t90 * se),
         "p": p,
         "confidence": confidence,
-        "method": f"Student-t interval of per-process figures: {how}",
+    }
+
+
+MAD_EFFICIENCY = 0.37  # of the median absolute deviation against the SD, for normal data
+BETWEEN_RUNS = (
+    "each case's interval also carries the variance of a case's figure between runs: the "
+    "spread of every compared case's change (1.4826 x their median absolute change, so that "
+    "the few cases a change really moved do not hide in it) less what their own standard "
+    "errors explain; below two cases in common it is not measured and no time comparison is "
+    "called. A change that moves every case alike cannot be told from the machine between "
+    "two runs: it shows as unclear everywhere, in one direction (run both builds in one sweep "
+    "to call it)"
+)
+
+
+def between_runs(changes: Sequence[float], ses: Sequence[float]) -> tuple[float | None, int]:
+    """The variance of a case's figure from one run to another, beyond its processes'
+    (variance, df), from the changes (B - A, log) of every case two runs have in common.
+
+    Inside a run the rounds interleave every case, so the machine's state is shared; between
+    two runs it is not, and a case's overhead moves with it (a CPU clocked otherwise, another
+    neighbour's cache): the case's extra work against the plain loop's, often alike for
+    every case. That movement shows as the cases' changes beyond what their own standard
+    errors explain. Its scale is 1.4826 x the median absolute change (the normal's; robust,
+    so that the cases a change really moved do not hide in it), taken around zero and not
+    around the median change: a shift common to every case is the run's as likely as the
+    code's. Its df is the cases' less one, times 0.37, the efficiency of the median absolute
+    deviation against the standard deviation for normal data (a robust scale knows less than
+    a plain one of as many cases). (None, 0) below two cases: one change alone cannot tell
+    the run from the code."""
+    xs = np.asarray(list(changes), dtype=float)
+    if xs.size < 2:
+        return None, 0
+    scale = 1.4826 * float(np.median(np.abs(xs)))
+    own = float(np.median(np.square(np.asarray(list(ses), dtype=float))))
+    return max(0.0, scale**2 - own), max(1, round(MAD_EFFICIENCY * (xs.size - 1)))
+
+
+def widened(c: dict[str, Any], variance: float | None, df: int) -> dict[str, Any]:
+    """A contrast whose interval also carries ``variance`` (with ``df``: Welch-Satterthwaite
+    for the sum); without that variance it has no interval (its p is None)."""
+    if c.get("log") is None or c.get("se") is None:
+        return c
+    if variance is None or df <= 0:
+        gone = ("se", "df", "ci_low", "ci_high", "ci90_low", "ci90_high", "p", "confidence")
+        return {
+            **{k: v for k, v in c.items() if k not in gone},
+            "ci_low": None,
+            "ci_high": None,
+            "p": None,
+            "method": f"{c['method']}; the variance between runs not measured",
+        }
+    own = c["se"] ** 2
+    se2 = own + variance
+    parts = [(own, c["df"]), (variance, df)]
+    dof = se2**2 / sum(v**2 / d for v, d in parts if v > 0) if se2 > 0 else float(c["df"])
+    return {
+        **c,
+        **interval(c["log"], se2, dof, c.get("confidence") or CONFIDENCE),
+        "method": f"{c['method']}; plus the variance between runs (its df {df})",
     }
 
 

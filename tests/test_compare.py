@@ -16,7 +16,7 @@ from synthetic import (
     write_run,
 )
 
-from reports import compare, verdicts
+from reports import compare, stats, verdicts
 from reports.__main__ import main as reports_main
 
 
@@ -90,3 +90,43 @@ def test_compare_ignores_a_machine_twice_as_slow(tmp_path, how):
     if how == "the same samples":  # identical paired ratios: exactly no change, and same
         assert {line["window"]["verdict"] for line in result["lines"]} == {"same"}
     assert result["counts"]["lower"] == result["counts"]["higher"] == 0
+
+
+def test_compare_does_not_call_a_machine_that_drifted_between_runs(tmp_path):
+    """Between two runs every case's overhead moved a few percent, each its own way (the
+    machine's state is not shared between runs as it is between a run's rounds): no case is
+    lower or higher, though each one's interval from its own processes alone excludes 1;
+    lazy, doubled, is still higher. A change of one case is told from the run's drift."""
+    rows = standard_rows()
+    a = write_run(tmp_path / "a", rows)
+    drifts = iter([1.03, 0.97, 1.025, 0.975, 1.035, 0.965] * 20)
+    moved = {}
+    for r in rows:
+        key = (r["strategy"], r["accumulate"], r["live_tensors"])
+        moved.setdefault(key, 2.0 if r["strategy"] == "lazy" else next(drifts))
+    b = write_run(
+        tmp_path / "b",
+        [
+            rescale(r, window=moved[(r["strategy"], r["accumulate"], r["live_tensors"])])
+            for r in rows
+        ],
+    )
+    result = compare.comparison(a, b)
+    drift = result["between_runs"]
+    assert drift["cases"] == 4 * len(OVERHEADS) and 0.02 < drift["sd"] < 0.06, drift
+    for line in result["lines"]:
+        window = line["window"]
+        if line["strategy"] == "lazy":
+            assert window["verdict"] == "higher", window
+        else:
+            assert window["verdict"] not in ("lower", "higher"), (line["label"], window)
+    side_a, side_b = compare._side(a), compare._side(b)
+    case_a, case_b = (side["cases"][("block", 1, 0, "last")] for side in (side_a, side_b))
+    spread = verdicts.noise(list(side_b["cases"].values()), 0.02)[verdicts.group_key(case_b)]
+    alone = stats.contrast(
+        verdicts.process_logs(case_b),
+        verdicts.process_logs(case_a),
+        spread["variance"],
+        spread["df"],
+    )
+    assert alone["ci_low"] > 1 or alone["ci_high"] < 1, alone  # its own processes: "different"

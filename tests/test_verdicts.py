@@ -282,3 +282,47 @@ def test_a_row_without_a_field_of_its_identity_is_refused_naming_file_line_and_f
     (tmp_path / "results.jsonl").write_text("\n" + json.dumps(row) + "\n")
     with pytest.raises(SchemaError, match=r"results.jsonl:2: row 'x-k1' has no field 'options'"):
         read(tmp_path)
+
+
+def _two_runs(rng, cases: int, drift: float, planted: float) -> list[dict]:
+    """Time comparisons B / A of ``cases`` cases of two runs (8 processes per case and run,
+    1.5% SD between processes), each case's overhead moved between the runs by its own
+    N(0, drift), and case 0 changed by ``planted`` (log)."""
+    out = []
+    for case in range(cases):
+        moved = rng.normal(0, drift) + (planted if case == 0 else 0.0)
+        a, b = rng.normal(0, 0.015, 8), moved + rng.normal(0, 0.015, 8)
+        out.append({"metric": "window", "case": case, **stats.contrast(b, a, None, 0)})
+    return out
+
+
+def test_two_runs_whose_machine_drifted_are_not_called_different_and_a_real_change_is():
+    """500 simulated pairs of runs of 12 cases, every case's overhead moved by its own 2% SD
+    between the runs (6x its standard error inside one run): with the variance between runs
+    in every interval (``stats.between_runs``), at most 5% of the pairs of runs hold any false
+    lower or higher (measured: see the assertion's message); a case that really moved by 1.5x
+    is higher in 95% or more. Without the variance between runs nearly every pair would."""
+    rng = np.random.default_rng(0)
+    false_runs = found = naive_false = 0
+    for _ in range(500):
+        judged = _two_runs(rng, 12, 0.02, math.log(1.5))
+        verdicts.decide_time([dict(c) for c in judged], 0.02)
+        naive = [dict(c) for c in judged]
+        verdicts.decide_time(naive, 0.02)
+        naive_false += any(c["verdict"] in ("lower", "higher") for c in naive[1:])
+        variance, df = stats.between_runs([c["log"] for c in judged], [c["se"] for c in judged])
+        judged = [stats.widened(c, variance, df) for c in judged]
+        verdicts.decide_time(judged, 0.02)
+        false_runs += any(c["verdict"] in ("lower", "higher") for c in judged[1:])
+        found += judged[0]["verdict"] == "higher"
+    assert false_runs / 500 <= 0.05, f"false calls in {false_runs / 500:.1%} of pairs of runs"
+    assert found / 500 >= 0.95, f"the 1.5x change found in {found / 500:.1%}"
+    assert naive_false / 500 > 0.5  # the test can fail: without it, the drift is called
+
+
+def test_one_case_in_common_cannot_tell_the_run_from_the_code():
+    (c,) = _two_runs(np.random.default_rng(1), 1, 0.0, math.log(2.0))
+    assert stats.between_runs([c["log"]], [c["se"]]) == (None, 0)
+    widened = stats.widened(c, None, 0)
+    verdicts.decide_time([widened], 0.02)
+    assert widened["verdict"] == "unclear" and widened["p"] is None
