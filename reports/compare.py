@@ -3,8 +3,9 @@
 Before and after a change, on the same machine: for every strategy, K and N that both runs
 have, run B's process figures (each process's paired overhead) against run A's
 (``verdicts.compare_time``: one Student-t interval, with the between-process variance of the
-case's group pooled over both runs), and a verdict word by the rule of ``reports.verdicts``,
-the error rate controlled over every case compared. Raw windows of the
+case's group pooled over both runs, widened by the variance between runs that the spread of
+all the cases' changes shows: ``stats.between_runs``), and a verdict word by the rule of
+``reports.verdicts``, the error rate controlled over every case compared. Raw windows of the
 two runs are never compared for a verdict: they ran in different processes, often minutes
 apart, where identical code differs by 1.5-4x. Absolute medians are shown as context only
 (a change that slows the plain loop and the strategy alike, a torch upgrade say, shows there).
