@@ -40,14 +40,23 @@ def test_held_bytes_are_exact(workload, data, strategy, tmp_path):
     assert "memray" in figures["peak_method"]
 
 
-def test_the_plain_loop_holds_nothing_and_peaks_like_native(workload, data, tmp_path):
-    # the first pass of a process pays torch's one-time initialisations (a case's process runs
-    # its timed pairs first): warm up, so that this test holds alone as in the file
-    memory.memory_pass(workload, None, data, tmp_path / "warm.bin")
-    plain = memory.memory_pass(workload, None, data, tmp_path / "plain.bin")
-    native = memory.memory_pass(workload, "native", data, tmp_path / "native.bin")
-    assert plain["held_bytes"] == 0
-    assert abs(plain["peak_bytes"] - native["peak_bytes"]) <= 0.02 * plain["peak_bytes"]
+@pytest.mark.parametrize("first", ["plain", "native"])
+def test_the_plain_loop_holds_nothing_and_peaks_like_native_whichever_runs_first(
+    workload, data, tmp_path, first
+):
+    """Identical loops, equal peaks within 1%, whichever pass comes first: the warm-up pass
+    pays the process's first-use allocations (memray's own included), and Python's objects
+    are traced one by one, not as pymalloc's 1 MiB arenas (which counted 1 MiB in one loop's
+    peak, now and then)."""
+    memory.warm_up(workload, data, tmp_path / "warm.bin")
+    order = ["plain", "native"] if first == "plain" else ["native", "plain"]
+    peaks = {}
+    for name in order:
+        figures = memory.memory_pass(workload, None if name == "plain" else name, data,
+                                     tmp_path / f"{name}.bin", timeline_window=False)  # fmt: skip
+        peaks[name] = figures["peak_bytes"]
+        assert name == "native" or figures["held_bytes"] == 0
+    assert abs(peaks["native"] / peaks["plain"] - 1) <= 0.01, peaks
 
 
 def test_a_strategys_own_buffer_is_counted_once():

@@ -297,6 +297,7 @@ def memory_figures(workload, spec: CaseSpec, data, parallel, rank: int) -> dict[
         # the control's extra processes only measure noise: no timeline (the report draws the
         # first process's)
         extra = not spec.control
+        memory.warm_up(workload, data, plain_capture, parallel, spec.grad_sync)
         plain = memory.memory_pass(
             workload, None, data, plain_capture, parallel, spec.grad_sync,
             extra and spec.plain_timeline,
