@@ -507,6 +507,19 @@ def min_effect_of(run: dict[str, Any]) -> float:
     return float(value) if value is not None else verdicts.DEFAULT_MIN_EFFECT
 
 
+def judge_sweep(entries, run: dict[str, Any], main: dict[str, Any]) -> tuple[dict, dict]:
+    """verdicts.json's content (every flavour and precision), and the part the tables show
+    (the main flavour's and precision's comparisons)."""
+    looks = int((run.get("sweep") or {}).get("looks") or 1)  # an adaptive sweep's looks
+    judged_all = verdicts.verdicts(entries, min_effect_of(run), looks)
+    shown = [
+        c
+        for c in judged_all["comparisons"]
+        if all(c["case"].get(name) == value for name, value in main.items())
+    ]
+    return judged_all, {**judged_all, "comparisons": shown}
+
+
 def report(directory: str | Path) -> dict[str, Any]:
     """Everything index.html shows, in the order it shows it; verdicts.json's content too."""
     directory = Path(directory)
@@ -518,23 +531,18 @@ def report(directory: str | Path) -> dict[str, Any]:
     flavour = main_flavour(every_case.values())
     precision = main_precision(every_case.values())
     main = {"grad_sync": flavour, "precision": precision}
-
-    def in_main(case: dict[str, Any]) -> bool:
-        return all(case.get(key) == value for key, value in main.items())
-
-    cases = {key: e for key, e in every_case.items() if in_main(verdicts.case_fields(e))}
+    cases = {
+        key: e
+        for key, e in every_case.items()
+        if all(verdicts.case_fields(e).get(name) == value for name, value in main.items())
+    }
     entries = list(cases.values())
     ok_rows = [r for r in rows if r.get("status") == "ok"]
     first = ok_rows[0] if ok_rows else (rows[0] if rows else {})
     env = {**(run.get("env") or {}), **(first.get("env") or {})}
     sweep = run.get("sweep") or {}
     chosen = default_case(run, entries)
-    looks = int((run.get("sweep") or {}).get("looks") or 1)  # an adaptive sweep's looks
-    judged_all = verdicts.verdicts(list(every_case.values()), min_effect_of(run), looks)
-    judged = {
-        **judged_all,
-        "comparisons": [c for c in judged_all["comparisons"] if in_main(c["case"])],
-    }
+    judged_all, judged = judge_sweep(list(every_case.values()), run, main)
     result: dict[str, Any] = {
         "directory": directory,
         "world_size": max((r.get("world_size") or 1 for r in rows), default=1),
@@ -573,17 +581,18 @@ def report(directory: str | Path) -> dict[str, Any]:
         "pytest_benchmark": _pytest_benchmark(directory),
         "results": RESULTS,
     }
-    if chosen:
-        k, n = chosen
-        result["timelines"] = timelines(entries, k, n)
-        result["costs"] = cost_table(entries, k)
-        result["answer"] = answer(entries, k, n, judged)
-        result["slopes"] = reset_slopes(entries, k)
-        result["default_cases"] = [c for c in result["cases"] if (c["k"], c["n"]) == (k, n)]
-    else:
-        result["timelines"] = []
-        result["costs"] = []
-        result["answer"] = None
-        result["slopes"] = []
-        result["default_cases"] = []
-    return result
+    return {**result, **at_the_answer(entries, chosen, judged, result["cases"])}
+
+
+def at_the_answer(entries, chosen: tuple[int, int] | None, judged, cases) -> dict[str, Any]:
+    """What the page shows at the answer's K and N: timelines, costs, the answer, slopes."""
+    if not chosen:
+        return {"timelines": [], "costs": [], "answer": None, "slopes": [], "default_cases": []}
+    k, n = chosen
+    return {
+        "timelines": timelines(entries, k, n),
+        "costs": cost_table(entries, k),
+        "answer": answer(entries, k, n, judged),
+        "slopes": reset_slopes(entries, k),
+        "default_cases": [c for c in cases if (c["k"], c["n"]) == (k, n)],
+    }

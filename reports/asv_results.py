@@ -102,6 +102,25 @@ def _column(fields: dict[str, Any], key: str, j: int) -> Any:
     return values[j]
 
 
+def _point(fields: dict[str, Any], j: int, commit: str, date) -> Point:
+    """The j-th value of one benchmark's row of a results file, with its statistics."""
+    samples = _column(fields, "samples", j)
+    a, b = _column(fields, "stats_ci_99_a", j), _column(fields, "stats_ci_99_b", j)
+    q1, q3 = _column(fields, "stats_q_25", j), _column(fields, "stats_q_75", j)
+    repeat = _column(fields, "stats_repeat", j)
+    return Point(
+        commit=commit,
+        date=date if finite_number(date) else None,
+        value=float(fields["result"][j]),
+        samples=[float(x) for x in samples if finite_number(x)]
+        if isinstance(samples, list)
+        else None,
+        ci=(float(a), float(b)) if finite_number(a) and finite_number(b) and a <= b else None,
+        quartiles=(float(q1), float(q3)) if finite_number(q1) and finite_number(q3) else None,
+        repeat=int(repeat) if finite_number(repeat) else None,
+    )
+
+
 def read_result_file(path: Path, benchmarks: dict[str, dict]) -> dict[str, Any]:
     """One asv results file: commit, date, env and a Point per (benchmark, parameter set).
 
@@ -146,26 +165,20 @@ def read_result_file(path: Path, benchmarks: dict[str, dict]) -> dict[str, Any]:
             j = index.get(combo)
             if j is None or j >= len(values) or not finite_number(values[j]):
                 continue
-            samples = _column(fields, "samples", j)
-            a, b = _column(fields, "stats_ci_99_a", j), _column(fields, "stats_ci_99_b", j)
-            q1, q3 = _column(fields, "stats_q_25", j), _column(fields, "stats_q_75", j)
-            repeat = _column(fields, "stats_repeat", j)
-            out["points"][(name, combo)] = Point(
-                commit=commit,
-                date=out["date"] if finite_number(out["date"]) else None,
-                value=float(values[j]),
-                samples=[float(x) for x in samples if finite_number(x)]
-                if isinstance(samples, list)
-                else None,
-                ci=(float(a), float(b))
-                if finite_number(a) and finite_number(b) and a <= b
-                else None,
-                quartiles=(float(q1), float(q3))
-                if finite_number(q1) and finite_number(q3)
-                else None,
-                repeat=int(repeat) if finite_number(repeat) else None,
-            )
+            out["points"][(name, combo)] = _point(fields, j, commit, out["date"])
     return out
+
+
+def _result_files(results: Path):
+    """(machine, path) of every results file, machine folder by folder, as asv reads them."""
+    for machine_dir in sorted(p for p in results.iterdir() if p.is_dir()):
+        machine_file = machine_dir / MACHINE
+        if not machine_file.is_file():  # asv skips a folder without machine.json too
+            continue
+        machine = (_load_json(machine_file) or {}).get("machine") or machine_dir.name
+        for path in sorted(machine_dir.glob("*.json")):
+            if path.name not in (MACHINE, BENCHMARKS):
+                yield machine, path
 
 
 def load(asv_dir: Path) -> dict[str, Any]:
@@ -176,39 +189,32 @@ def load(asv_dir: Path) -> dict[str, Any]:
         raise HistoryError(f"{str(results / BENCHMARKS)!r} is not asv's benchmarks.json")
     benchmarks = {k: v for k, v in raw.items() if isinstance(v, dict) and "name" in v}
     series: dict[tuple, Series] = {}
-    files, stale = 0, defaultdict(int)
+    stale: dict[str, int] = defaultdict(int)
     unreadable: list[str] = []
     commits: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for machine_dir in sorted(p for p in results.iterdir() if p.is_dir()):
-        machine_file = machine_dir / MACHINE
-        if not machine_file.is_file():  # asv skips a folder without machine.json too
+    files = 0
+    for machine, path in _result_files(results):
+        try:
+            got = read_result_file(path, benchmarks)
+        except HistoryError as err:  # asv skips such a file with a warning; so do we
+            unreadable.append(str(err))
             continue
-        machine = (_load_json(machine_file) or {}).get("machine") or machine_dir.name
-        for path in sorted(machine_dir.glob("*.json")):
-            if path.name in (MACHINE, BENCHMARKS):
-                continue
-            try:
-                got = read_result_file(path, benchmarks)
-            except HistoryError as err:  # asv skips such a file with a warning; so do we
-                unreadable.append(str(err))
-                continue
-            files += 1
-            for name in got["stale"]:
-                stale[name] += 1
-            key = (machine, got["env"], got["commit"])
-            commits[key] = {
-                "machine": machine,
-                "env": got["env"],
-                "commit": got["commit"],
-                "date": got["date"] if finite_number(got["date"]) else None,
-                "values": len(got["points"]),
-            }
-            for (name, combo), point in got["points"].items():
-                s = series.setdefault(
-                    (name, combo, machine, got["env"]),
-                    Series(benchmark=name, params=combo, machine=machine, env=got["env"]),
-                )
-                s.points.append(point)
+        files += 1
+        for name in got["stale"]:
+            stale[name] += 1
+        commits[(machine, got["env"], got["commit"])] = {
+            "machine": machine,
+            "env": got["env"],
+            "commit": got["commit"],
+            "date": got["date"] if finite_number(got["date"]) else None,
+            "values": len(got["points"]),
+        }
+        for (name, combo), point in got["points"].items():
+            s = series.setdefault(
+                (name, combo, machine, got["env"]),
+                Series(benchmark=name, params=combo, machine=machine, env=got["env"]),
+            )
+            s.points.append(point)
     if files == 0:
         why = f" ({unreadable[0]})" if unreadable else ""
         raise HistoryError(f"{str(results)!r} holds no asv results files{why}; run `asv run` first")

@@ -64,6 +64,56 @@ def _side(directory: Path) -> dict[str, Any]:
     }
 
 
+def _metrics(ea, eb, key: tuple, spread, min_effect: float) -> dict[str, dict[str, Any]]:
+    """B's case against A's on every metric (a time comparison's word comes later)."""
+    strategy, k, n, flavour = key
+    differ = [name for name in SWEEP_IDENTITY if ea["rows"][0].get(name) != eb["rows"][0].get(name)]
+    metrics = {}
+    for metric in verdicts.METRICS:
+        c = verdicts.comparison(
+            eb,
+            ea,
+            metric,
+            min_effect,
+            spread,
+            (spread or {}).get("memory", {}).get(metric, 0.0),
+            strategy=strategy,
+            a=f"B:{strategy}",
+            b=f"A:{strategy}",
+            k=k,
+            n=n,
+            case={"grad_sync": flavour, **({"settings_differ": differ} if differ else {})},
+        )
+        c["resolution"] = (spread or {}).get("resolution")
+        metrics[metric] = c
+    return metrics
+
+
+def _line(ea, eb, key: tuple, metrics: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """One case of the page: its settings, both overheads, its verdicts, its phases."""
+    strategy, k, n, flavour = key
+    settings = {name: eb["rows"][0].get(name) for name in SWEEP_IDENTITY if name != "preset"}
+    ranks = f" grad_sync={flavour}" if settings.get("parallel") not in (None, "none") else ""
+    return {
+        "strategy": strategy,
+        "k": k,
+        "n": n,
+        "grad_sync": flavour,
+        "label": f"{strategy}  K={k} N={n:,}{ranks}",
+        "settings": settings,
+        "settings_differ": metrics["window"].get("case", {}).get("settings_differ", []),
+        "overhead_a": stats.public(verdicts.overhead(ea)),
+        "overhead_b": stats.public(verdicts.overhead(eb)),
+        "metrics": metrics,
+        "window": metrics["window"],
+        "phases": [
+            {"phase": phase, "a": ea["phases"][phase], "b": eb["phases"][phase]}
+            for phase in PHASES
+            if phase in ea.get("phases", {}) and phase in eb.get("phases", {})
+        ],
+    }
+
+
 def comparison(dir_a: str | Path, dir_b: str | Path) -> dict[str, Any]:
     """Per common case: B's paired overhead against A's, verdicts per metric; what is unmatched."""
     a, b = _side(Path(dir_a)), _side(Path(dir_b))
@@ -78,59 +128,9 @@ def comparison(dir_a: str | Path, dir_b: str | Path) -> dict[str, Any]:
     lines, judged = [], []
     for key in common:
         ea, eb = a["cases"][key], b["cases"][key]
-        strategy, k, n, flavour = key
-        spread = spreads.get(verdicts.group_key(eb))
-        settings = {
-            name: eb["rows"][0].get(name) for name in SWEEP_IDENTITY if name not in ("preset",)
-        }
-        differ = [
-            name for name in SWEEP_IDENTITY if ea["rows"][0].get(name) != eb["rows"][0].get(name)
-        ]
-        metrics = {}
-        for metric in verdicts.METRICS:
-            c = verdicts.comparison(
-                eb,
-                ea,
-                metric,
-                min_effect,
-                spread,
-                (spread or {}).get("memory", {}).get(metric, 0.0),
-                strategy=strategy,
-                a=f"B:{strategy}",
-                b=f"A:{strategy}",
-                k=k,
-                n=n,
-                case={"grad_sync": flavour, **({"settings_differ": differ} if differ else {})},
-            )
-            c["resolution"] = (spread or {}).get("resolution")
-            judged.append(c)
-            metrics[metric] = c
-        phases = [
-            {"phase": phase, "a": ea["phases"][phase], "b": eb["phases"][phase]}
-            for phase in PHASES
-            if phase in ea.get("phases", {}) and phase in eb.get("phases", {})
-        ]
-        lines.append(
-            {
-                "strategy": strategy,
-                "k": k,
-                "n": n,
-                "grad_sync": flavour,
-                "label": f"{strategy}  K={k} N={n:,}"
-                + (
-                    f" grad_sync={flavour}"
-                    if settings.get("parallel") not in (None, "none")
-                    else ""
-                ),
-                "settings": settings,
-                "settings_differ": differ,
-                "overhead_a": stats.public(verdicts.overhead(ea)),
-                "overhead_b": stats.public(verdicts.overhead(eb)),
-                "metrics": metrics,
-                "window": metrics["window"],
-                "phases": phases,
-            }
-        )
+        metrics = _metrics(ea, eb, key, spreads.get(verdicts.group_key(eb)), min_effect)
+        judged += metrics.values()
+        lines.append(_line(ea, eb, key, metrics))
     drift = between_runs(judged)
     verdicts.decide_time(judged, min_effect)  # the error rate over every case compared
     windows = [line["window"] for line in lines]

@@ -379,76 +379,74 @@ def _size(step: dict[str, Any]) -> float:
     return abs(math.log(r)) if r else 0.0
 
 
+def _section(name: str, bench: dict, here: list[Series], noise: dict, many_groups: bool) -> dict:
+    """One benchmark's part of the page: its chart, steps (commit to commit) and table."""
+    factor, label = scale(bench.get("unit"), [p.value for s in here for p in s.points])
+    rows = [
+        {
+            **step,
+            "benchmark": name,
+            "short": short(name),
+            "anchor": "b-" + slug(name),
+            "params": params_label(bench, s.params),
+            "machine": s.machine,
+            "env": s.env,
+            "factor": factor,
+            "label": label,
+        }
+        for s in here
+        for step in s.steps
+    ]
+    commits = sorted(
+        {(p.commit, p.date) for s in here for p in s.points},
+        key=lambda cd: commit_order(cd[1], cd[0]),
+    )
+    table = [
+        {
+            "params": params_label(bench, s.params)
+            + (f" [{s.machine}, {s.env}]" if many_groups else ""),
+            "values": [next((p for p in s.points if p.commit == c), None) for c, _ in commits],
+        }
+        for s in here
+    ]
+    return {
+        "name": name,
+        "short": short(name),
+        "anchor": "b-" + slug(name),
+        "unit": bench.get("unit"),
+        "type": bench.get("type"),
+        "kind": "paired" if is_paired(bench) else "unpaired",
+        "rounds": bench.get("rounds"),
+        "processes": max(
+            (len(p.process_values() or [p.value]) for s in here for p in s.points), default=1
+        ),
+        "param_names": bench.get("param_names") or [],
+        "chart": chart(name, bench, here, many_groups),
+        "noise": [
+            {"machine": g[0], "env": g[1], **noise[(name, *g)]}
+            for g in sorted({s.group for s in here})
+        ],
+        "steps": rows,
+        "commits": [{"commit": c, "date": _date(d)} for c, d in commits],
+        "table": table,
+        "factor": factor,
+        "label": label,
+    }
+
+
 def history_page(asv_dir: Path, min_effect: float = DEFAULT_MIN_EFFECT) -> dict[str, Any]:
     """What the page shows: benchmarks with charts, series, steps, and the summary."""
     history = load(asv_dir)
     noise = judge(history, min_effect)
-    benchmarks = history["benchmarks"]
-    groups = {s.group for s in history["series"]}
-    many_groups = len(groups) > 1
-    sections = []
-    steps: list[dict[str, Any]] = []
+    many_groups = len({s.group for s in history["series"]}) > 1
     by_bench: dict[str, list[Series]] = defaultdict(list)
     for s in history["series"]:
         by_bench[s.benchmark].append(s)
-    for name in sorted(by_bench):
-        bench, here = benchmarks[name], by_bench[name]
-        factor, label = scale(bench.get("unit"), [p.value for s in here for p in s.points])
-        rows = []
-        for s in here:
-            text = params_label(bench, s.params)
-            for step in s.steps:
-                row = {
-                    **step,
-                    "benchmark": name,
-                    "short": short(name),
-                    "anchor": "b-" + slug(name),
-                    "params": text,
-                    "machine": s.machine,
-                    "env": s.env,
-                    "factor": factor,
-                    "label": label,
-                }
-                rows.append(row)
-                steps.append(row)
-        commits = sorted(
-            {(p.commit, p.date) for s in here for p in s.points},
-            key=lambda cd: commit_order(cd[1], cd[0]),
-        )
-        table = [
-            {
-                "params": params_label(bench, s.params)
-                + (f" [{s.machine}, {s.env}]" if many_groups else ""),
-                "values": [next((p for p in s.points if p.commit == c), None) for c, _ in commits],
-            }
-            for s in here
-        ]
-        sections.append(
-            {
-                "name": name,
-                "short": short(name),
-                "anchor": "b-" + slug(name),
-                "unit": bench.get("unit"),
-                "type": bench.get("type"),
-                "kind": "paired" if is_paired(bench) else "unpaired",
-                "rounds": bench.get("rounds"),
-                "processes": max(
-                    (len(p.process_values() or [p.value]) for s in here for p in s.points),
-                    default=1,
-                ),
-                "param_names": bench.get("param_names") or [],
-                "chart": chart(name, bench, here, many_groups),
-                "noise": [
-                    {"machine": g[0], "env": g[1], **noise[(name, *g)]}
-                    for g in sorted({s.group for s in here})
-                ],
-                "steps": rows,
-                "commits": [{"commit": c, "date": _date(d)} for c, d in commits],
-                "table": table,
-                "factor": factor,
-                "label": label,
-            }
-        )
+    sections = [
+        _section(name, history["benchmarks"][name], by_bench[name], noise, many_groups)
+        for name in sorted(by_bench)
+    ]
+    steps = [row for section in sections for row in section["steps"]]
     counts = {w: sum(1 for s in steps if s["verdict"] == w) for w in WORDS}
     changed = sorted(
         (s for s in steps if s["verdict"] in ("higher", "lower")),

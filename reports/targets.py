@@ -35,16 +35,9 @@ def _ratio(c: dict[str, Any]) -> str:
     return f"{verdicts.ratio_text(c)}: {c['verdict']}"
 
 
-def evaluate(
-    pooled: dict[tuple, dict[str, Any]],
-    judged: dict[str, Any],
-    every: dict[tuple, dict[str, Any]] | None = None,
-) -> list[dict[str, Any]]:
-    """Each target that this sweep's cases (the tables' precision and flavour) can answer:
-    what, measured, limit, ok; the gradient checks of ``every`` case, per precision."""
+def _core(pooled: dict[tuple, dict[str, Any]]) -> list[dict[str, Any]]:
+    """native against the plain loop beside it: the core's own overhead, per K and N."""
     out = []
-    ks = sorted({e["accumulate"] for e in pooled.values()})
-    ns = sorted({e["live_tensors"] for e in pooled.values()})
     for entry in pooled.values():
         if entry["strategy"] != "native" or not entry.get("phases"):
             continue
@@ -60,49 +53,61 @@ def evaluate(
                 "ok": overhead_ok(result),
             }
         )
-    for k in ks:
-        lazy = verdicts.lookup(judged, "lazy", "block", k, ns[0], "window") if ns else None
-        if lazy and lazy["ratio"] is not None:
+    return out
+
+
+def _strategies(pooled, judged, k: int, ns: list[int]) -> list[dict[str, Any]]:
+    """At one K: lazy never slower than block; global's hazard at the largest N found; how
+    global's and block's resets grow with N."""
+    out = []
+    lazy = verdicts.lookup(judged, "lazy", "block", k, ns[0], "window")
+    if lazy and lazy["ratio"] is not None:
+        out.append(
+            {
+                "target": f"lazy window / block window, paired ratios (K={k}, N={ns[0]})",
+                "value": _ratio(lazy),
+                "limit": "verdict not 'higher': lazy is never slower than block",
+                "ok": lazy["verdict"] != "higher",
+            }
+        )
+    if len(ns) < 2:
+        return out
+    hazard = verdicts.lookup(judged, "global", "block", k, ns[-1], "window")
+    if hazard and hazard["ratio"] is not None:
+        out.append(
+            {
+                "target": f"global window / block window at N={ns[-1]:,} (K={k})",
+                "value": _ratio(hazard),
+                "limit": "verdict 'higher': the djl #2101 hazard is found",
+                "ok": hazard["verdict"] == "higher",
+            }
+        )
+    for name, bound, sense in (
+        ("global", GLOBAL_GROWTH_MIN, ">="),
+        ("block", BLOCK_GROWTH_MAX, "<="),
+    ):
+        low, high = _reset(pooled, name, k, ns[0]), _reset(pooled, name, k, ns[-1])
+        if low and high is not None:
+            growth = high / low
             out.append(
                 {
-                    "target": f"lazy window / block window, paired ratios (K={k}, N={ns[0]})",
-                    "value": _ratio(lazy),
-                    "limit": "verdict not 'higher': lazy is never slower than block",
-                    "ok": lazy["verdict"] != "higher",
+                    "target": f"{name} reset at N={ns[-1]:,} / at N={ns[0]} (K={k})",
+                    "value": f"{growth:.2f}x ({low * 1e3:.3f} ms -> {high * 1e3:.3f} ms)",
+                    "limit": f"{sense} {bound}",
+                    "ok": growth >= bound if sense == ">=" else growth <= bound,
                 }
             )
-        if len(ns) > 1:
-            hazard = verdicts.lookup(judged, "global", "block", k, ns[-1], "window")
-            if hazard and hazard["ratio"] is not None:
-                out.append(
-                    {
-                        "target": f"global window / block window at N={ns[-1]:,} (K={k})",
-                        "value": _ratio(hazard),
-                        "limit": "verdict 'higher': the djl #2101 hazard is found",
-                        "ok": hazard["verdict"] == "higher",
-                    }
-                )
-            for name, bound, sense in (
-                ("global", GLOBAL_GROWTH_MIN, ">="),
-                ("block", BLOCK_GROWTH_MAX, "<="),
-            ):
-                low, high = _reset(pooled, name, k, ns[0]), _reset(pooled, name, k, ns[-1])
-                if low and high is not None:
-                    growth = high / low
-                    out.append(
-                        {
-                            "target": f"{name} reset at N={ns[-1]:,} / at N={ns[0]} (K={k})",
-                            "value": f"{growth:.2f}x ({low * 1e3:.3f} ms -> {high * 1e3:.3f} ms)",
-                            "limit": f"{sense} {bound}",
-                            "ok": growth >= bound if sense == ">=" else growth <= bound,
-                        }
-                    )
-    # every precision's cases (the tables show one): a line per precision, its own tolerances
+    return out
+
+
+def _gradient_checks(entries) -> list[dict[str, Any]]:
+    """Every precision's cases (the tables show one): a line per precision, its tolerances."""
     by_precision: dict[str, list[tuple[dict, list]]] = {}
-    for e in (every or pooled).values():
+    for e in entries:
         found = [r["grad_check"] for r in e.get("rows", []) if r.get("grad_check")]
         if found:
             by_precision.setdefault(e.get("precision", "fp32"), []).append((e, found))
+    out = []
     for precision, here in sorted(by_precision.items()):
         checks = [c for _, found in here for c in found]
         # each window is checked against the float64 sum of its micro-batch gradients, or (a sum
@@ -125,3 +130,18 @@ def evaluate(
             }
         )
     return out
+
+
+def evaluate(
+    pooled: dict[tuple, dict[str, Any]],
+    judged: dict[str, Any],
+    every: dict[tuple, dict[str, Any]] | None = None,
+) -> list[dict[str, Any]]:
+    """Each target that this sweep's cases (the tables' precision and flavour) can answer:
+    what, measured, limit, ok; the gradient checks of ``every`` case, per precision."""
+    ks = sorted({e["accumulate"] for e in pooled.values()})
+    ns = sorted({e["live_tensors"] for e in pooled.values()})
+    out = _core(pooled)
+    for k in ks if ns else []:
+        out += _strategies(pooled, judged, k, ns)
+    return out + _gradient_checks((every or pooled).values())
