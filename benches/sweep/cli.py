@@ -6,7 +6,6 @@ own process and writes the report.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import datetime
 import json
@@ -25,7 +24,7 @@ from rich.markup import escape
 
 from benches.engine import envinfo, results
 from benches.engine.spec import CaseSpec
-from benches.sweep import zygote
+from benches.sweep import tree, zygote
 from benches.sweep.arguments import (
     CONTROL_PROCESSES,
     DEFAULT_RUNS,
@@ -115,8 +114,6 @@ def case_env() -> dict[str, str]:
 def run_one(spec: CaseSpec, timeout: float, server: zygote.Zygote | None = None) -> dict[str, Any]:
     """The case in a process of its own (forked from ``server``, or a fresh interpreter); a
     crash, an OOM kill or a timeout becomes a failed row."""
-    from benches.engine.case import failed_measure, row_for
-
     work = Path(spec.out_dir) / "cases"
     work.mkdir(parents=True, exist_ok=True)
     spec_path, out_path = work / f"{spec.case_id}.json", work / f"{spec.case_id}.row.json"
@@ -135,7 +132,7 @@ def run_one(spec: CaseSpec, timeout: float, server: zygote.Zygote | None = None)
     if not forked:
         code = spawn(spec, spec_path, out_path, log_path, timeout)
     if code is None:
-        return row_for(spec, failed_measure(f"timed out after {timeout:g} s"))
+        return _failed(spec, f"timed out after {timeout:g} s", started)
     if out_path.exists():
         row = json.loads(out_path.read_text())
         wall = row.get("wall_s") or {}
@@ -159,7 +156,16 @@ def run_one(spec: CaseSpec, timeout: float, server: zygote.Zygote | None = None)
     tail = _exception_lines(log_path) or [line for line in lines if line]
     if tail:
         error += f": {tail[-1]}"
-    return row_for(spec, failed_measure(error))
+    return _failed(spec, error, started)
+
+
+def _failed(spec: CaseSpec, error: str, started: float) -> dict[str, Any]:
+    """The row of a case that wrote none: its error, and how long it held the sweep."""
+    from benches.engine.case import failed_measure, row_for
+
+    row = row_for(spec, failed_measure(error))
+    row["wall_s"] = {"total": time.monotonic() - started}
+    return row
 
 
 def spawn(spec: CaseSpec, spec_path: Path, out_path: Path, log_path: Path, timeout: float):
@@ -189,7 +195,7 @@ def spawn(spec: CaseSpec, spec_path: Path, out_path: Path, log_path: Path, timeo
         except subprocess.TimeoutExpired:
             _kill(proc)
             return None
-        except BaseException:
+        except BaseException:  # Ctrl-C: no rank outlives its case
             _kill(proc)
             raise
 
@@ -207,8 +213,8 @@ def _exception_lines(log_path: Path) -> list[str]:
 
 
 def _kill(proc: subprocess.Popen) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
+    """The case's whole tree (torchrun's ranks are in sessions of their own), then reap it."""
+    tree.kill_tree(proc.pid)
     proc.wait()
 
 
@@ -317,7 +323,10 @@ def run_cases(specs, sweep: Sweep, server, progress, task, state: dict, deadline
         if row["status"] != "ok":
             state["failed"] += 1
             error = escape(str(row["error"]))  # text from a case is data, never markup
-            progress.console.print(f"[red]failed[/red] {escape(spec.case_id)}: {error}")
+            # one line, however long: a terminal may wrap it, the log never does
+            progress.console.print(
+                f"[red]failed[/red] {escape(spec.case_id)}: {error}", soft_wrap=True
+            )
         progress.advance(task)
 
 

@@ -1,0 +1,248 @@
+"""The fault matrix: for each fault a real run meets, the sweep goes on, the failing case is one
+row with its status and a one-line error, every other row and the report are written, no
+process of the sweep is left behind and no case outlives its timeout.
+
+Faults come from ``tests/fault_plugin.py`` (real exceptions, real signals, real hangs, under
+real torchrun ranks). "No process left behind" is checked twice with psutil: every descendant
+the sweep ever had (polled while it runs) is gone afterwards, and no process on the machine
+carries the sweep's token in its environment. (g), a workload factory that raises or returns
+the wrong thing, is ``test_a_bad_workload_is_a_usage_error_of_one_line`` in
+``tests/test_byo_workload.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+import pytest
+
+from reports.rows import read
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = [
+    *("--preset", "tiny", "--accumulate", "1", "--live-tensors", "0", "--threads", "1"),
+    *("--budget", "0", "--rounds", "1", "--repeat", "2", "--warmup", "0", "--control", "none"),
+    *("--plugin", "tests.fault_plugin"),
+]
+
+
+@dataclass
+class Swept:
+    code: int
+    stderr: str
+    seconds: float
+    token: str
+    seen: dict[int, float] = field(default_factory=dict)  # pid -> create_time
+    cmdlines: dict[int, str] = field(default_factory=dict)
+
+    def ranks(self, case: str) -> list[int]:
+        """The ranks of ``case`` the sweep had (torchrun starts them with ``python -u``)."""
+        return [
+            pid
+            for pid, line in self.cmdlines.items()
+            if "-u -m benches.engine.case" in line and f"/{case}" in line
+        ]
+
+    def survivors(self) -> list[str]:
+        """Processes of the sweep still alive: descendants it had, or any process carrying its
+        token (a rank reparented to init before the poll saw it)."""
+        alive = []
+        for pid, created in self.seen.items():
+            with_token = _alive(pid, created)
+            if with_token:
+                alive.append(with_token)
+        for proc in psutil.process_iter(["pid", "environ", "cmdline", "status"]):
+            env = proc.info["environ"] or {}
+            if env.get("ZEROGRAD_FAULT_TOKEN") == self.token and not _zombie(proc):
+                alive.append(f"{proc.pid} {' '.join(proc.info['cmdline'] or [])}")
+        return sorted(set(alive))
+
+
+def _zombie(proc: psutil.Process) -> bool:
+    try:
+        return proc.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def _alive(pid: int, created: float) -> str | None:
+    try:
+        proc = psutil.Process(pid)
+        if proc.create_time() != created or _zombie(proc):
+            return None
+        return f"{pid} {' '.join(proc.cmdline())}"
+    except psutil.NoSuchProcess:
+        return None
+
+
+def run_sweep(args: list[str], env: dict[str, str] | None = None, interrupt=None) -> Swept:
+    """The sweep in a process of its own, its descendants polled until it ends; ``interrupt``
+    (a function of the sweep's psutil process and its out dir) decides when to send SIGINT."""
+    token = uuid.uuid4().hex
+    full_env = {**os.environ, **(env or {}), "ZEROGRAD_FAULT_TOKEN": token}
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "benches", "run", *args],
+        cwd=ROOT,
+        env=full_env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        # a background job starts with SIGINT ignored: give the sweep the default handler
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    swept = Swept(0, "", 0.0, token)
+    me = psutil.Process(proc.pid)
+    stderr: list[str] = []
+    reader = threading.Thread(target=lambda: stderr.append(proc.stderr.read()), daemon=True)
+    reader.start()
+    sent = False
+    while proc.poll() is None and time.monotonic() - started < 900:
+        try:
+            for child in me.children(recursive=True):
+                swept.seen.setdefault(child.pid, child.create_time())
+                # read again at every poll: a process seen between fork and exec changes it
+                swept.cmdlines[child.pid] = " ".join(child.cmdline())
+        except psutil.Error:  # a child that ended while it was read
+            pass
+        if interrupt is not None and not sent and interrupt(swept):
+            proc.send_signal(signal.SIGINT)
+            sent = True
+        time.sleep(0.1)
+    proc.wait(timeout=60)
+    reader.join(timeout=10)
+    swept.code, swept.stderr = proc.returncode, "".join(stderr)
+    swept.seconds = time.monotonic() - started
+    return swept
+
+
+def failure_lines(swept: Swept) -> list[str]:
+    return [line for line in swept.stderr.splitlines() if line.startswith("failed ")]
+
+
+def check_the_rest(out: Path, swept: Swept, failing: dict[str, str], ok: set[str]) -> None:
+    """The failing cases (label -> text in its error) are failed rows with one-line errors,
+    each printed as one line; the others are ok; the report is written; nothing survives."""
+    rows = {r["strategy"] + (f":{r['options']}" if r["options"] else ""): r for r in read(out)}
+    assert set(rows) == set(failing) | ok, (sorted(rows), swept.stderr[-3000:])
+    for label, text in failing.items():
+        row = rows[label]
+        assert row["status"] == "failed" and text in row["error"], (label, row["error"])
+        assert "\n" not in row["error"] and len(row["error"]) <= 1000
+    for label in ok:
+        assert rows[label]["status"] == "ok", rows[label]["error"]
+    printed = failure_lines(swept)
+    assert len(printed) == len(failing), swept.stderr[-3000:]
+    assert (out / "index.html").exists() and (out / "verdicts.json").exists()
+    assert "Traceback" not in swept.stderr, swept.stderr[-3000:]
+    assert swept.survivors() == []
+
+
+def test_oom_and_signals_in_one_process_are_failed_rows(tmp_path):
+    # (b) OutOfMemoryError in a reset and in a backward; (c) SIGKILL and SIGABRT (os.abort(),
+    # as a segfault in native code ends a process): all forked from the fork server
+    out = tmp_path / "run"
+    faults = ["sigkill", "abort", "oom-reset", "oom-backward"]
+    labels = [f"faulty:fault={f}" for f in faults]
+    swept = run_sweep([*TINY, "--strategies", ",".join([*labels, "block"]), "--out", str(out)])
+    assert swept.code == 1, swept.stderr[-3000:]
+    check_the_rest(
+        out,
+        swept,
+        {
+            labels[0]: "process killed by SIGKILL",
+            labels[1]: "process killed by SIGABRT",
+            labels[2]: "OutOfMemoryError: planted out of memory in reset",
+            labels[3]: "OutOfMemoryError: planted out of memory in backward",
+        },
+        {"block"},
+    )
+
+
+@pytest.mark.slow  # a fresh interpreter per case (no fork server): ~25 s
+def test_a_spawned_case_killed_by_a_signal(tmp_path):
+    out = tmp_path / "run"
+    swept = run_sweep(
+        [*TINY, "--strategies", "faulty,block", "--out", str(out)],
+        env={"ZEROGRAD_FAULT": "abort", "ZEROGRAD_FRESH_PROCESSES": "1"},
+    )
+    assert swept.code == 1, swept.stderr[-3000:]
+    check_the_rest(out, swept, {"faulty": "process killed by SIGABRT"}, {"block"})
+
+
+@pytest.mark.slow  # two ranks under torchrun, two cases: ~60 s each
+@pytest.mark.parametrize("parallel", ["ddp", "fsdp2"])
+def test_one_rank_raises(parallel, tmp_path):
+    # (a) rank 1 raises in its second reset; rank 0 only sees a peer hang up
+    out = tmp_path / "run"
+    swept = run_sweep(
+        [
+            *TINY,
+            *("--world-size", "2", "--parallel", parallel, "--grad-sync", "last"),
+            *("--strategies", "faulty,block", "--out", str(out)),
+        ],
+        env={"ZEROGRAD_FAULT": "raise", "ZEROGRAD_FAULT_RANK": "1", "ZEROGRAD_FAULT_AT": "2"},
+    )
+    assert swept.code == 1, swept.stderr[-3000:]
+    check_the_rest(out, swept, {"faulty": "rank 1 failed in reset"}, {"block"})
+    # the rank's text holds brackets: printed as it came, on one line
+    assert any("[/gloo/transport/tcp/pair.cc:553]" in line for line in failure_lines(swept))
+
+
+@pytest.mark.slow  # a rank that hangs until the case's timeout
+def test_one_rank_hangs_and_the_timeout_kills_the_whole_tree(tmp_path):
+    # (d) rank 1 sleeps for an hour in its first reset; rank 0 waits in a collective. The
+    # timeout kills torchrun and both ranks (each in a session of its own)
+    out = tmp_path / "run"
+    timeout = 45
+    swept = run_sweep(
+        [
+            *TINY,
+            *("--world-size", "2", "--strategies", "faulty,block"),
+            *("--timeout", str(timeout), "--out", str(out)),
+        ],
+        env={"ZEROGRAD_FAULT": "hang", "ZEROGRAD_FAULT_RANK": "1"},
+    )
+    assert swept.code == 1, swept.stderr[-3000:]
+    check_the_rest(out, swept, {"faulty": f"timed out after {timeout} s"}, {"block"})
+    assert len(swept.ranks("faulty-k1-n0-tiny-cpu-w2")) == 2, swept.cmdlines  # both gone now
+    rows = {r["strategy"]: r for r in read(out)}
+    # no case outlived its timeout: the hung one ended within a few seconds of it
+    assert rows["faulty"]["wall_s"]["total"] < timeout + 10, rows["faulty"]["wall_s"]
+
+
+@pytest.mark.slow  # a distributed case interrupted while its ranks run
+def test_ctrl_c_in_a_distributed_case_keeps_rows_and_leaves_no_rank(tmp_path):
+    # (e) block finishes; while native's ranks run, Ctrl-C: exit 130, block's row kept
+    out = tmp_path / "run"
+
+    def ranks_of_the_second_case_run(swept: Swept) -> bool:
+        if not (out / "results.jsonl").exists():
+            return False
+        ranks = [
+            p
+            for p in psutil.process_iter(["environ", "cmdline"])
+            if (p.info["environ"] or {}).get("ZEROGRAD_FAULT_TOKEN") == swept.token
+            and "RANK" in (p.info["environ"] or {})
+        ]
+        return len(ranks) >= 2
+
+    swept = run_sweep(
+        [*TINY, "--world-size", "2", "--strategies", "block,native", "--out", str(out)],
+        interrupt=ranks_of_the_second_case_run,
+    )
+    assert swept.code == 130, swept.stderr[-3000:]
+    rows = read(out)
+    assert [r["strategy"] for r in rows] == ["block"] and rows[0]["status"] == "ok"
+    assert (out / "index.html").exists()
+    assert "interrupted" in swept.stderr
+    assert swept.survivors() == []
