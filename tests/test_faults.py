@@ -12,6 +12,7 @@ the wrong thing, is ``test_a_bad_workload_is_a_usage_error_of_one_line`` in
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -25,6 +26,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from benches.sweep import cli
 from reports.rows import read
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -166,6 +168,17 @@ def test_oom_and_signals_in_one_process_are_failed_rows(tmp_path):
         },
         {"block"},
     )
+    # the ok row carries psutil's figures of its timed pairs and, with --threads 1, its pinning
+    (ok,) = [r for r in read(out) if r["status"] == "ok"]
+    figures = ok["process"]
+    assert figures["user_s"] > 0 and figures["seconds"] > 0
+    assert figures["uss_peak_bytes"] <= figures["rss_peak_bytes"]
+    assert figures["uss_final_bytes"] <= figures["uss_peak_bytes"]
+    assert figures["involuntary_switches"] >= 0 and figures["voluntary_switches"] >= 0
+    assert ok["pin"] is True and figures["affinity"] == psutil.Process().cpu_affinity()[-1:]
+    assert {"physical_cores", "logical_cores", "cpu_freq_mhz", "psi"} <= set(ok["env"])
+    page = (out / "index.html").read_text()
+    assert "context<br>switches/s" in page and "pinned<br>to cores" in page
 
 
 @pytest.mark.slow  # a fresh interpreter per case (no fork server): ~25 s
@@ -245,4 +258,52 @@ def test_ctrl_c_in_a_distributed_case_keeps_rows_and_leaves_no_rank(tmp_path):
     assert [r["strategy"] for r in rows] == ["block"] and rows[0]["status"] == "ok"
     assert (out / "index.html").exists()
     assert "interrupted" in swept.stderr
+    assert swept.survivors() == []
+
+
+def _read_only_dir(tmp_path: Path) -> Path:
+    """A directory no one may create in: a mode-0500 one, or for root (whom modes do not stop)
+    sysfs's root, which refuses mkdir to everyone."""
+    if os.geteuid() == 0:
+        return Path("/sys")
+    here = tmp_path / "read-only"
+    here.mkdir()
+    here.chmod(0o500)
+    return here
+
+
+@pytest.mark.parametrize("where", ["read-only", "under-a-file"])
+def test_out_not_writable_is_one_line_before_any_case(where, tmp_path, capsys):
+    # (f) nothing runs, nothing is written, one line and exit 2 (in this process: it ends
+    # before the fork server or any case starts)
+    if where == "read-only":
+        out = _read_only_dir(tmp_path) / f"zerograd-{uuid.uuid4().hex[:8]}" / "run"
+    else:
+        (tmp_path / "a-file").write_text("x")
+        out = tmp_path / "a-file" / "run"
+    before = psutil.Process().children(recursive=True)
+    code = cli.main(["run", *TINY, "--strategies", "block", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "cannot write to --out" in lines[0] and str(out) in lines[0]
+    assert "before the first case" in lines[0] and "Traceback" not in err
+    assert not out.exists()
+    assert psutil.Process().children(recursive=True) == before
+
+
+@pytest.mark.slow  # one case runs, then its row meets a full disk
+def test_disk_full_at_the_first_row_stops_the_sweep_in_one_line(tmp_path):
+    # (f) /dev/full answers every write with ENOSPC, as a full disk does
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "results.jsonl").symlink_to("/dev/full")
+    swept = run_sweep([*TINY, "--strategies", "block,native", "--out", str(out)])
+    assert swept.code == 2, swept.stderr[-3000:]
+    error = [line for line in swept.stderr.splitlines() if "error:" in line]
+    assert len(error) == 1 and "No space left on device" in error[0], swept.stderr[-3000:]
+    assert "at case block-k1-n0-tiny-cpu-r0" in error[0] and "Traceback" not in swept.stderr
+    assert json.loads((out / "run.json").read_text())["run_id"]  # whole, from before
+    assert not (out / "index.html").exists() and not list(out.glob(".*.tmp"))
+    assert not (out / "logs" / "native-k1-n0-tiny-cpu-r0.log").exists()  # the sweep stopped
     assert swept.survivors() == []

@@ -219,8 +219,38 @@ def _kill(proc: subprocess.Popen) -> None:
 
 
 # -- the sweep ------------------------------------------------------------------------------------
+class OutputError(Exception):
+    """--out cannot be written (read-only, not a directory, disk full): one line, exit 2."""
+
+
+def output_error(out: Path, err: OSError, when: str) -> OutputError:
+    reason = err.strerror or str(err)
+    return OutputError(f"cannot write to --out {str(out)!r} {when}: {reason}")
+
+
+def write_whole(path: Path, text: str) -> None:
+    """``text`` in ``path``, whole or not at all (a full disk leaves the old file, or none)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def start_run(sweep: Sweep) -> tuple[str, set[tuple]]:
-    """Create or reopen the results directory; the run id and the cases already ok."""
+    """Create or reopen the results directory (OutputError where it cannot be written); the
+    run id and the cases already ok."""
+    try:
+        return _start_run(sweep)
+    except OSError as err:
+        raise output_error(sweep.out, err, "before the first case") from None
+
+
+def _start_run(sweep: Sweep) -> tuple[str, set[tuple]]:
     sweep.out.mkdir(parents=True, exist_ok=True)
     run_file = sweep.out / "run.json"
     done: set[tuple] = set()
@@ -233,7 +263,8 @@ def start_run(sweep: Sweep) -> tuple[str, set[tuple]]:
         }
     else:
         run_id = uuid.uuid4().hex[:12]
-        run_file.write_text(
+        write_whole(
+            run_file,
             json.dumps(
                 {
                     "run_id": run_id,
@@ -246,7 +277,7 @@ def start_run(sweep: Sweep) -> tuple[str, set[tuple]]:
                     "env": {**envinfo.environment(sweep.device), **envinfo.git_state()},
                 },
                 indent=1,
-            )
+            ),
         )
     if sweep.out.parent.resolve() == DEFAULT_RUNS.resolve():
         latest = DEFAULT_RUNS / "latest"
@@ -292,13 +323,15 @@ def sweep_main(sweep: Sweep) -> int:
     fresh = os.environ.get(zygote.FRESH) or not (todo or sweep.budget)
     server = None if fresh else zygote.Zygote(case_env(), envinfo.ROOT)
     state = {"failed": 0, "interrupted": False}
-    with Progress(*columns, console=console, transient=False) as progress:
-        task = progress.add_task("sweep", total=len(todo))
-        run_cases(todo, sweep, server, progress, task, state)
-        if sweep.budget and not state["interrupted"]:
-            spend_budget(sweep, run_id, git, server, progress, task, state, started)
-    if server is not None:
-        server.close()
+    try:
+        with Progress(*columns, console=console, transient=False) as progress:
+            task = progress.add_task("sweep", total=len(todo))
+            run_cases(todo, sweep, server, progress, task, state)
+            if sweep.budget and not state["interrupted"]:
+                spend_budget(sweep, run_id, git, server, progress, task, state, started)
+    finally:
+        if server is not None:
+            server.close()
     return finish(sweep, console, state["failed"], state["interrupted"])
 
 
@@ -314,10 +347,12 @@ def run_cases(specs, sweep: Sweep, server, progress, task, state: dict, deadline
         progress.update(task, description=escape(f"{spec.case_id:<40}"))
         try:
             row = run_one(spec, sweep.timeout, server)
+            results.append(sweep.out, row)
         except KeyboardInterrupt:
             state["interrupted"] = True
             return
-        results.append(sweep.out, row)
+        except OSError as err:  # the case's files or its row: nothing more can be kept
+            raise output_error(sweep.out, err, f"at case {spec.case_id}") from None
         if spec.time_only and (row.get("wall_s") or {}).get("total"):
             walls.append(row["wall_s"]["total"])
         if row["status"] != "ok":
@@ -422,6 +457,6 @@ def main(argv: list[str] | None = None) -> int:
         return sweep_main(sweep)
     except KeyboardInterrupt:  # between cases, or while the report was written
         return 130
-    except SchemaError as err:  # --resume into a directory of older rows
+    except (SchemaError, OutputError) as err:  # --resume into older rows; --out unwritable
         print(f"python -m benches: error: {err}", file=sys.stderr)
         return 2
