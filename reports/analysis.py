@@ -280,7 +280,15 @@ def process_line(rows: list[dict[str, Any]]) -> dict[str, Any]:
         return max(values) if values else None
 
     voluntary = [f["voluntary_switches"] / f["seconds"] for f in figures if f.get("seconds")]
-    cores = sorted({tuple(f["affinity"]) for f in figures if f.get("affinity") is not None})
+    # every rank's cores where the row has them (torchrun), else the process's own
+    cores = sorted(
+        {
+            tuple(cs)
+            for f in figures
+            for cs in (f.get("rank_affinity") or [f.get("affinity")])
+            if cs is not None
+        }
+    )
     return {
         "involuntary_per_s": busiest("involuntary_per_s"),
         "voluntary_per_s": max(voluntary) if voluntary else None,

@@ -209,6 +209,11 @@ def test_one_rank_raises(parallel, tmp_path):
     check_the_rest(out, swept, {"faulty": "rank 1 failed in reset"}, {"block"})
     # the rank's text holds brackets: printed as it came, on one line
     assert any("[/gloo/transport/tcp/pair.cc:553]" in line for line in failure_lines(swept))
+    # the ok case's ranks ran pinned, each on a core of its own, and their figures merged
+    (ok,) = [r for r in read(out) if r["status"] == "ok"]
+    ranks = ok["process"]["rank_affinity"]
+    assert ok["pin"] and len(ranks) == 2 and all(len(c) == 1 for c in ranks), ok["process"]
+    assert ranks[0] != ranks[1] and ok["process"]["over_ranks"] == "max"
 
 
 @pytest.mark.slow  # a rank that hangs until the case's timeout

@@ -92,6 +92,7 @@ def run_case(spec: CaseSpec) -> dict[str, Any] | None:
     if spec.parallel != "none":
         samples = distributed.slowest(samples, world)
         held_peak = distributed.largest(held_peak, world)
+        context["process"] = distributed.busiest(context["process"], world)
         torch.distributed.destroy_process_group()
         if rank != 0:
             return None

@@ -6,7 +6,8 @@ The peaks are the largest of those readings: psutil has no kernel peak on Linux 
 ``memory.peak_rss_bytes`` is the kernel's VmHWM). Involuntary switches are the noise signal
 where Linux PSI is missing: a process with a CPU of its own is rarely preempted, one that
 shares it is preempted every scheduler slice (see ``reports.verdicts.NOISY_SWITCHES_PER_S``).
-Under torchrun the figures are this rank's (rank 0 writes the row).
+Under torchrun each figure is the largest over ranks (``distributed.busiest``; the
+involuntary_per_s of the busiest rank), ``affinity`` rank 0's and ``rank_affinity`` every rank's.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from typing import Any
 import psutil
 
 MEASURE = (
-    "psutil, this process (rank 0 under torchrun) over the timed pairs: CPU seconds and "
+    "psutil, this process (under torchrun: the largest over ranks) over the timed pairs: CPU "
+    "seconds and "
     "context switches from their start to their end; RSS and USS read after each pair "
     "(peak: the largest reading)"
 )
