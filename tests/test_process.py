@@ -98,7 +98,8 @@ def test_pin_cores_pins_each_local_rank_to_a_core_of_its_own():
 
 
 def _sweep(*argv: str):
-    args = build_parser().parse_args(["run", "--strategies", "block", "--out", "/tmp/x", *argv])
+    out = [] if "--out" in argv else ["--out", "/tmp/x"]
+    args = build_parser().parse_args(["run", "--strategies", "block", *out, *argv])
     return resolve(args)
 
 
@@ -124,3 +125,16 @@ def test_the_noise_signal_falls_back_to_involuntary_switches_without_psi():
     }
     assert not verdicts.noisy(quiet)
     assert verdicts.case_noise({})["signal"] is None and not verdicts.noisy({})
+
+
+@pytest.mark.parametrize(("recorded", "pinned"), [({}, False), ({"pin": True}, True)])
+def test_resume_keeps_the_runs_own_pinning(recorded, pinned, tmp_path):
+    # a run from before --pin recorded no pin: it was unpinned, and resuming it stays so
+    (tmp_path / "run.json").write_text(json.dumps({"case_settings": {**recorded}}))
+    (tmp_path / "results.jsonl").write_text("")
+    args = ["--threads", "1", "--resume", "--out", str(tmp_path)]
+    assert _sweep(*args).pin is pinned
+    other = "--no-pin" if pinned else "--pin"
+    if recorded:  # asked otherwise than the run recorded: a usage error naming --pin
+        with pytest.raises(UsageError, match="--pin"):
+            _sweep(*args, other)

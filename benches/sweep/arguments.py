@@ -297,6 +297,8 @@ def resolve(args: argparse.Namespace) -> Sweep:
         check_workload(args.workload, device, preset, accumulate[0], seed)
     timeout = case_timeout(args, device, preset, max(accumulate), (repeat, warmup), parallel)
     out = output_dir(args)
+    if args.resume and args.pin is None:  # the run's own pinning (unpinned from before --pin)
+        pin = resumed_pin(out, pin)
     sweep = Sweep(
         strategies=names,
         preset=preset,
@@ -568,6 +570,15 @@ def pinning(asked: bool | None, threads: int, world_size: int) -> bool:
             f"cores, this process may use {len(cores)}; valid: fewer --threads, or --no-pin"
         )
     return asked
+
+
+def resumed_pin(out: Path, default: bool) -> bool:
+    """The pinning a run being resumed recorded: a run from before --pin was unpinned."""
+    try:
+        recorded = json.loads((out / "run.json").read_text()).get("case_settings") or {}
+    except (OSError, ValueError, AttributeError):
+        return default
+    return bool(recorded.get("pin", False))
 
 
 def fraction(option: str, text: str) -> float:
