@@ -12,6 +12,7 @@ involuntary_per_s of the busiest rank), ``affinity`` rank 0's and ``rank_affinit
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
@@ -72,8 +73,8 @@ def allowed_cores() -> list[int] | None:
 
 
 def pin_cores(threads: int) -> list[int]:
-    """Pin this process to cores of its own, before any thread starts (torch's intra-op threads
-    and gloo's inherit them): local rank r of a node's ranks takes ``threads`` cores, counted
+    """Pin this process and its threads to cores of its own, early (torch's intra-op threads
+    and gloo's, started later, inherit them): local rank r of a node's ranks takes ``threads`` cores, counted
     from the end of the allowed set (the sweep and its fork server, idle while a case runs,
     keep the whole set). The cores it took."""
     import os
@@ -87,7 +88,11 @@ def pin_cores(threads: int) -> list[int]:
             f"this process may use {len(cores or [])}"
         )
     mine = cores[len(cores) - threads * world :][rank * threads : (rank + 1) * threads]
-    psutil.Process().cpu_affinity(mine)
+    me = psutil.Process()
+    me.cpu_affinity(mine)
+    for thread in me.threads():  # a thread that started already (Linux: a thread is a task)
+        with contextlib.suppress(psutil.Error, OSError):
+            psutil.Process(thread.id).cpu_affinity(mine)
     return mine
 
 
