@@ -41,7 +41,11 @@ class TimedPairsProcess:
         self.started = time.perf_counter()
 
     def sample(self) -> None:
-        memory = self.proc.memory_full_info()
+        try:
+            memory = self.proc.memory_full_info()
+        except psutil.AccessDenied:  # smaps hidden (some containers): RSS only, no USS
+            self.rss.append(self.proc.memory_info().rss)
+            return
         self.rss.append(memory.rss)
         self.uss.append(memory.uss)
 
@@ -74,9 +78,9 @@ def allowed_cores() -> list[int] | None:
 
 def pin_cores(threads: int) -> list[int]:
     """Pin this process and its threads to cores of its own, early (torch's intra-op threads
-    and gloo's, started later, inherit them): local rank r of a node's ranks takes ``threads`` cores, counted
-    from the end of the allowed set (the sweep and its fork server, idle while a case runs,
-    keep the whole set). The cores it took."""
+    and gloo's, started later, inherit them): local rank r of a node's ranks takes
+    ``threads`` cores, counted from the end of the allowed set (the sweep and its fork server,
+    idle while a case runs, keep the whole set). The cores it took."""
     import os
 
     cores = allowed_cores()
