@@ -4,8 +4,9 @@ or its options do (``faulty:fault=abort:rank=1:at=2``: several faults in one swe
 
 - ``ZEROGRAD_FAULT``: ``raise`` (a RuntimeError whose text holds brackets, as gloo's does),
   ``oom-reset`` / ``oom-backward`` (``torch.OutOfMemoryError`` in a reset / in a backward),
-  ``sigkill`` (the process kills itself), ``abort`` (``os.abort()``: SIGABRT, as a segfault in
-  native code ends a process), ``hang`` (sleeps for an hour); unset: no fault;
+  ``sigkill`` (the process kills itself), ``abort`` (``os.abort()``: SIGABRT, as a failed
+  assertion in native code ends a process), ``segfault`` (a read of address 0: SIGSEGV),
+  ``hang`` (sleeps for an hour); unset: no fault;
 - ``ZEROGRAD_FAULT_RANK``: only this rank faults (``RANK`` under torchrun, 0 without); unset:
   every rank;
 - ``ZEROGRAD_FAULT_AT``: the reset (or backward) that faults, counted from 1 (default 1).
@@ -13,6 +14,7 @@ or its options do (``faulty:fault=abort:rank=1:at=2``: several faults in one swe
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import time
@@ -22,7 +24,7 @@ import torch
 import strategies
 from strategies.block import BlockStrategy
 
-KINDS = ("raise", "oom-reset", "oom-backward", "sigkill", "abort", "hang")
+KINDS = ("raise", "oom-reset", "oom-backward", "sigkill", "abort", "segfault", "hang")
 
 
 def _armed(kind: str | None, rank: str | None) -> str | None:
@@ -44,6 +46,8 @@ def _commit(kind: str, where: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
     if kind == "abort":
         os.abort()
+    if kind == "segfault":  # a read of address 0, as a bug in native code makes
+        ctypes.string_at(0)
     if kind == "hang":
         time.sleep(3600)
 

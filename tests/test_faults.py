@@ -150,10 +150,10 @@ def check_the_rest(out: Path, swept: Swept, failing: dict[str, str], ok: set[str
 
 
 def test_oom_and_signals_in_one_process_are_failed_rows(tmp_path):
-    # (b) OutOfMemoryError in a reset and in a backward; (c) SIGKILL and SIGABRT (os.abort(),
-    # as a segfault in native code ends a process): all forked from the fork server
+    # (b) OutOfMemoryError in a reset and in a backward; (c) SIGKILL, SIGABRT (os.abort()) and
+    # SIGSEGV (a read of address 0): all forked from the fork server
     out = tmp_path / "run"
-    faults = ["sigkill", "abort", "oom-reset", "oom-backward"]
+    faults = ["sigkill", "abort", "segfault", "oom-reset", "oom-backward"]
     labels = [f"faulty:fault={f}" for f in faults]
     swept = run_sweep([*TINY, "--strategies", ",".join([*labels, "block"]), "--out", str(out)])
     assert swept.code == 1, swept.stderr[-3000:]
@@ -163,8 +163,9 @@ def test_oom_and_signals_in_one_process_are_failed_rows(tmp_path):
         {
             labels[0]: "process killed by SIGKILL",
             labels[1]: "process killed by SIGABRT",
-            labels[2]: "OutOfMemoryError: planted out of memory in reset",
-            labels[3]: "OutOfMemoryError: planted out of memory in backward",
+            labels[2]: "process killed by SIGSEGV",
+            labels[3]: "OutOfMemoryError: planted out of memory in reset",
+            labels[4]: "OutOfMemoryError: planted out of memory in backward",
         },
         {"block"},
     )
