@@ -401,6 +401,10 @@ def verdicts(entries: list[dict[str, Any]], min_effect: float, looks: int = 1) -
             for _, s in sorted(spreads.items(), key=lambda item: repr(item[0]))
         ],
         "noise_floor_method": NOISE_METHOD,
+        # which signal called a case noisy: psi where Linux has it, else involuntary switches
+        "noisy_by": sorted(
+            {case_noise(r)["signal"] or "none" for e in ok for r in e.get("rows", [])}
+        ),
         "rule": RULE,
         "error_control": {
             "method": "Benjamini-Hochberg false discovery rate (scipy.stats."

@@ -180,6 +180,9 @@ def test_oom_and_signals_in_one_process_are_failed_rows(tmp_path):
     assert {"physical_cores", "logical_cores", "cpu_freq_mhz", "psi"} <= set(ok["env"])
     page = (out / "index.html").read_text()
     assert "context<br>switches/s" in page and "pinned<br>to cores" in page
+    # the noise signal that judged the rows: PSI where Linux has it, else involuntary switches
+    judged = json.loads((out / "verdicts.json").read_text())
+    assert judged["noisy_by"] == (["psi"] if ok["env"]["psi"] else ["involuntary_switches"])
 
 
 @pytest.mark.slow  # a fresh interpreter per case (no fork server): ~25 s
