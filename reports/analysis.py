@@ -269,6 +269,35 @@ def steepest(entries: list[dict[str, Any]], k: int) -> dict[str, Any] | None:
 
 
 # -- tables ---------------------------------------------------------------------------------------
+def process_line(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """A case's process figures over its rounds (psutil): context switches per second of the
+    timed pairs (the busiest process), whether it was pinned and to which cores, and the noise
+    signal that judged it."""
+    figures = [r["process"] for r in rows if r.get("process")]
+
+    def busiest(key: str) -> float | None:
+        values = [f[key] for f in figures if f.get(key) is not None]
+        return max(values) if values else None
+
+    voluntary = [f["voluntary_switches"] / f["seconds"] for f in figures if f.get("seconds")]
+    # every rank's cores where the row has them (torchrun), else the process's own
+    cores = sorted(
+        {
+            tuple(cs)
+            for f in figures
+            for cs in (f.get("rank_affinity") or [f.get("affinity")])
+            if cs is not None
+        }
+    )
+    return {
+        "involuntary_per_s": busiest("involuntary_per_s"),
+        "voluntary_per_s": max(voluntary) if voluntary else None,
+        "pinned": any(r.get("pin") for r in rows),
+        "cores": [list(c) for c in cores],
+        "noise_signals": sorted({verdicts.case_noise(r)["signal"] or "none" for r in rows}),
+    }
+
+
 def case_table(entries: list[dict[str, Any]], result: dict[str, Any]) -> list[dict[str, Any]]:
     """One line per case: paired overhead, verdicts against native, memory, gradient check."""
     out = []
@@ -316,6 +345,7 @@ def case_table(entries: list[dict[str, Any]], result: dict[str, Any]) -> list[di
                 if (r.get("cpu_pressure") or {}).get("median") is not None
             ]
             line["cpu_pressure"] = max(pressure) if pressure else None
+            line["process"] = process_line(rows)
             calls = [r["allreduce_per_window"] for r in rows if r.get("allreduce_per_window")]
             line["allreduce_per_window"] = _median(calls) if calls else None
             checks = [r["grad_check"] for r in rows if r.get("grad_check")]
@@ -577,6 +607,9 @@ def report(directory: str | Path) -> dict[str, Any]:
         "failed": [r for r in rows if r.get("status") != "ok"],
         "noisy": [r["case_id"] for r in ok_rows if verdicts.noisy(r)],
         "noisy_pressure": verdicts.NOISY_PRESSURE,
+        "noisy_switches": verdicts.NOISY_SWITCHES_PER_S,
+        # which signal judged the rows: psi where it exists, else involuntary switches
+        "noise_signals": sorted({verdicts.case_noise(r)["signal"] or "none" for r in ok_rows}),
         "flamegraphs": flamegraphs(directory, entries),
         "pytest_benchmark": _pytest_benchmark(directory),
         "results": RESULTS,

@@ -29,7 +29,10 @@ SWEEP_IDENTITY = (
     "clip_norm",
     "compile",
     "compare_settings",
+    "pin",
 )
+# settings added to the identity after rows were written without them: what those rows ran
+ADDED_LATER = {"pin": False}  # before --pin no case process was pinned
 # swept per case: the strategy with its options, K, N, the grad_sync flavour, the precision
 CASE_KEY = (
     "strategy",
@@ -71,6 +74,8 @@ def read(directory: str | Path) -> list[dict[str, Any]]:
                     f"version reads {SCHEMA_VERSION}: paired overheads and exact memory); "
                     "rerun the sweep"
                 )
+            for key, value in ADDED_LATER.items():
+                row.setdefault(key, value)
             if row.get("status") == "ok":
                 missing = [key for key in CASE_KEY if key not in row]
                 if missing:

@@ -55,6 +55,10 @@ METRICS = ("window", "peak_memory", "held_memory")
 MEMORY_KEYS = {"peak_memory": "peak_bytes", "held_memory": "held_bytes"}
 DEFAULT_MIN_EFFECT = 0.02
 NOISY_PRESSURE = 0.10  # median over pairs of the share of a window in which a task waited for a CPU
+# where PSI is missing: involuntary context switches per second of the timed pairs (psutil). A
+# one-thread process on a core of its own was preempted ~10 times a second here, one sharing
+# its core with a busy loop 75-150 times (2-core EPYC VM, torch 2.13, a 256x256 matmul loop)
+NOISY_SWITCHES_PER_S = 50.0
 NOISE_METHOD = (
     "per group (K, N, precision, grad_sync, recipe, ranks): the variance of one process's log "
     "overhead between processes, pooled over the group's strategies with two or more processes "
@@ -122,9 +126,23 @@ def decide_exact(
 
 
 # -- per case ---------------------------------------------------------------------------------
-def noisy(row: dict[str, Any]) -> bool:
+def case_noise(row: dict[str, Any]) -> dict[str, Any]:
+    """Whether a case ran on a busy machine, and by which signal: Linux PSI's CPU pressure
+    where it exists, else involuntary context switches per second (psutil), else none."""
     pressure = (row.get("cpu_pressure") or {}).get("median")
-    return pressure is not None and pressure > NOISY_PRESSURE
+    if pressure is not None:
+        return {"signal": "psi", "value": pressure, "threshold": NOISY_PRESSURE,
+                "noisy": pressure > NOISY_PRESSURE}  # fmt: skip
+    switches = (row.get("process") or {}).get("involuntary_per_s")
+    if switches is not None:
+        limit = NOISY_SWITCHES_PER_S
+        return {"signal": "involuntary_switches", "value": switches, "threshold": limit,
+                "noisy": switches > limit}  # fmt: skip
+    return {"signal": None, "value": None, "threshold": None, "noisy": False}
+
+
+def noisy(row: dict[str, Any]) -> bool:
+    return case_noise(row)["noisy"]
 
 
 def overhead(entry: dict[str, Any]) -> dict[str, Any]:
@@ -383,6 +401,10 @@ def verdicts(entries: list[dict[str, Any]], min_effect: float, looks: int = 1) -
             for _, s in sorted(spreads.items(), key=lambda item: repr(item[0]))
         ],
         "noise_floor_method": NOISE_METHOD,
+        # which signal called a case noisy: psi where Linux has it, else involuntary switches
+        "noisy_by": sorted(
+            {case_noise(r)["signal"] or "none" for e in ok for r in e.get("rows", [])}
+        ),
         "rule": RULE,
         "error_control": {
             "method": "Benjamini-Hochberg false discovery rate (scipy.stats."

@@ -30,7 +30,16 @@ from typing import Any
 
 import torch
 
-from benches.engine import bound, costmodel, distributed, envinfo, gradients, memory, training
+from benches.engine import (
+    bound,
+    costmodel,
+    distributed,
+    envinfo,
+    gradients,
+    memory,
+    process,
+    training,
+)
 from benches.engine.runner import PHASES, PairedRunner
 from benches.engine.spec import CaseSpec
 from benches.workloads import protocol
@@ -83,15 +92,18 @@ def run_case(spec: CaseSpec) -> dict[str, Any] | None:
     if spec.parallel != "none":
         samples = distributed.slowest(samples, world)
         held_peak = distributed.largest(held_peak, world)
+        context["process"] = distributed.busiest(context["process"], world)
         torch.distributed.destroy_process_group()
         if rank != 0:
             return None
+    process_figures = context.pop("process")  # psutil's view of the timed pairs
     memory_row = {**held_peak, **context}
     measured = measured_part(spec, workload, samples, check, memory_row, collectives)
     wall.lap("teardown")
     return {
         **measured,
         **errors,
+        "process": process_figures,
         "compile_s": compile_s,
         "cost_model": cost_figures(costs, samples) if costs else None,
         "wall_s": wall.seconds,
@@ -124,7 +136,9 @@ class Wall:
 
 
 def setup(spec: CaseSpec) -> bound.Bound:
-    """Threads, plugins, this rank's device and process group, and the case's workload."""
+    """Cores, threads, plugins, this rank's device and process group, and the workload."""
+    if spec.pin:  # first: every thread started after this inherits the cores
+        process.pin_cores(spec.threads)
     torch.set_num_threads(spec.threads)
     for module in spec.plugins:
         importlib.import_module(module)
@@ -191,14 +205,16 @@ def timed_pairs(spec, runner, workload, timed, counter, wall: Wall) -> tuple[dic
     wall.lap("warmup")
     if workload.device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(workload.device)
-    rss_after_setup = memory.status_bytes("VmRSS")
+    rss_after_setup = process.rss_bytes()
     hwm_reset = memory.reset_peak_rss()
+    figures = process.TimedPairsProcess()
     samples: dict[str, list] = {phase: [] for phase in PHASES}
     samples.update(plain_window=[], plain_reset=[], cpu_pressure=[])
     if spec.parallel != "none":
         samples["sync"] = []
     footprint: list[int] = []  # memory after each pair: a leak shows as a slope
     collectives: list[dict[str, Any]] = []
+    figures.start()
     for i in range(spec.repeat):
         before = counter.snapshot()
         with training.no_recompile(recipe.compile):  # compiling here would be timed: fail
@@ -209,10 +225,11 @@ def timed_pairs(spec, runner, workload, timed, counter, wall: Wall) -> tuple[dic
         samples["plain_window"].append(plain_t["window"])
         samples["plain_reset"].append(plain_t["reset"])
         samples["cpu_pressure"].append(pressure)
+        figures.sample()  # off the clock, between pairs
         footprint.append(
             torch.cuda.memory_allocated(workload.device)
             if workload.device.type == "cuda"
-            else (memory.status_bytes("VmRSS") or 0)
+            else figures.rss[-1]
         )
     wall.lap("timed_pairs")
     context = {
@@ -221,6 +238,7 @@ def timed_pairs(spec, runner, workload, timed, counter, wall: Wall) -> tuple[dic
         "peak_rss_is_since_setup": hwm_reset,
         "growth_bytes_per_window": stats.slope(range(len(footprint)), footprint),
         "growth_measure": "cuda_allocated" if workload.device.type == "cuda" else "rss",
+        "process": figures.figures(),
     }
     return samples, context, collectives
 

@@ -237,9 +237,19 @@ def slowest(samples: dict[str, list], world: int) -> dict[str, list]:
 
 def largest(memory: dict[str, Any], world: int) -> dict[str, Any]:
     """Each memory figure's largest value over ranks; a figure no rank measured stays None."""
-    gathered = gather(memory, world)
-    out = dict(memory)
-    for key, value in memory.items():
+    return _largest_of(memory, gather(memory, world))
+
+
+def busiest(figures: dict[str, Any], world: int) -> dict[str, Any]:
+    """A process's figures (``process.TimedPairsProcess``) over ranks: each the largest, and
+    every rank's cores (``rank_affinity``, rank by rank)."""
+    gathered = gather(figures, world)
+    return {**_largest_of(figures, gathered), "rank_affinity": [g["affinity"] for g in gathered]}
+
+
+def _largest_of(mine: dict[str, Any], gathered: list[dict[str, Any]]) -> dict[str, Any]:
+    out = dict(mine)
+    for key, value in mine.items():
         if isinstance(value, int | float) and not isinstance(value, bool):
             values = [g[key] for g in gathered if g.get(key) is not None]
             out[key] = max(values) if values else None

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout: benches/engine/envinfo.py
@@ -58,8 +60,34 @@ def cpu_pressure() -> float | None:
     return psi_cpu("avg10")
 
 
+def psi_exists() -> bool:
+    """Whether Linux PSI's CPU file can be read here (a kernel without it, or a container that
+    hides it, leaves the noise signal to involuntary context switches)."""
+    return psi_cpu("total") is not None
+
+
+def machine() -> dict[str, object]:
+    """The machine from psutil: cores, CPU frequency (MHz; None where it is not reported), load
+    averages, memory, and whether PSI exists."""
+    freq = None
+    with contextlib.suppress(Exception):  # psutil raises on some VMs and containers
+        freq = psutil.cpu_freq()
+    memory = psutil.virtual_memory()
+    return {
+        "physical_cores": psutil.cpu_count(logical=False),
+        "logical_cores": psutil.cpu_count(logical=True),
+        "cpu_freq_mhz": (
+            {k: getattr(freq, k) or None for k in ("current", "min", "max")} if freq else None
+        ),
+        "load_average": list(psutil.getloadavg()),
+        "memory_total_bytes": memory.total,
+        "memory_available_bytes": memory.available,
+        "psi": psi_exists(),
+    }
+
+
 def environment(device: str | torch.device = "cpu") -> dict[str, object]:
-    """torch, CUDA, cuDNN, device and CPU model, Python, threads, load average."""
+    """torch, CUDA, cuDNN, device and CPU model, Python, threads, and the machine (psutil)."""
     device = torch.device(device)
     cuda = torch.cuda.is_available()
     info: dict[str, object] = {
@@ -75,8 +103,8 @@ def environment(device: str | torch.device = "cpu") -> dict[str, object]:
         "python": platform.python_version(),
         "platform": platform.platform(),
         "threads": torch.get_num_threads(),
-        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
         "cpu_pressure_avg10": cpu_pressure(),
+        **machine(),
         "argv": sys.argv,
     }
     if device.type == "cuda":

@@ -37,6 +37,7 @@ OPTION = {
     "threads": "--threads",
     "seed": "--seed",
     "min_effect": "--min-effect",
+    "pin": "--pin",
 }
 
 
@@ -54,6 +55,8 @@ class CaseSpec:
     repeat: int = 10  # measured pairs: one strategy window and one plain-loop window each
     warmup: int = 2  # unmeasured pairs first
     threads: int = 1
+    # each case process (each rank) on cores of its own: process.pin_cores, the one place
+    pin: bool = False
     seed: int = 0
     options: str = ""  # the strategy's options, "k=v:k2=v2" (--strategies name:k=v:k2=v2)
     precision: str = "fp32"  # fp32 | bf16-autocast | bf16 (benches/engine/training.py)

@@ -141,6 +141,12 @@ def sweep_options(run: argparse.ArgumentParser) -> None:
         "'same', beyond it and the noise floor 'lower'/'higher'",
     )
     run.add_argument("--threads", help="torch threads (default: the machine's cores)")
+    run.add_argument(
+        "--pin",
+        action=argparse.BooleanOptionalAction,
+        help="pin each case process (each rank) to cores of its own with psutil's cpu_affinity "
+        "(default: on with --threads 1 on Linux; --no-pin: off)",
+    )
     run.add_argument("--timeout", help="seconds per case (default: scaled with the preset)")
     run.add_argument(
         "--memray", action="store_true", help="memray's flamegraph of each case's memory pass"
@@ -227,6 +233,7 @@ class Sweep:
     rounds: int
     threads: int
     timeout: float
+    pin: bool
     memray: bool
     plugins: list[str]
     resume: bool
@@ -274,6 +281,7 @@ def resolve(args: argparse.Namespace) -> Sweep:
     seed = int_value("--seed", args.seed, 0)
     world_size = int_value("--world-size", args.world_size, 1)
     parallel, mesh, grad_sync = parallel_settings(args, world_size)
+    pin = pinning(args.pin, threads, world_size)
     min_effect = fraction("--min-effect", args.min_effect)
     control = args.control if args.control is not None else control_strategy(names)
     if control != "none" and control not in names:
@@ -289,6 +297,8 @@ def resolve(args: argparse.Namespace) -> Sweep:
         check_workload(args.workload, device, preset, accumulate[0], seed)
     timeout = case_timeout(args, device, preset, max(accumulate), (repeat, warmup), parallel)
     out = output_dir(args)
+    if args.resume and args.pin is None:  # the run's own pinning (unpinned from before --pin)
+        pin = resumed_pin(out, pin)
     sweep = Sweep(
         strategies=names,
         preset=preset,
@@ -302,6 +312,7 @@ def resolve(args: argparse.Namespace) -> Sweep:
         looks=MAX_LOOKS if budget > 0 else 1,
         threads=threads,
         timeout=timeout,
+        pin=pin,
         memray=args.memray,
         plugins=list(args.plugin),
         resume=args.resume,
@@ -539,6 +550,35 @@ def parallel_settings(args: argparse.Namespace, world_size: int) -> tuple[str, s
 def control_strategy(names: list[str]) -> str:
     """The strategy run in a second process when every case has one: PyTorch's own if swept."""
     return "native" if "native" in names else names[0]
+
+
+def pinning(asked: bool | None, threads: int, world_size: int) -> bool:
+    """--pin / --no-pin, or the default: on with --threads 1 where psutil can pin (Linux) and
+    every rank gets a core of its own. --pin where it cannot hold is a usage error."""
+    from benches.engine import process
+
+    cores = process.allowed_cores()
+    per_rank = max(1, threads // world_size)
+    fits = cores is not None and per_rank * world_size <= len(cores)
+    if asked is None:
+        return threads == 1 and fits
+    if asked and cores is None:
+        raise UsageError("--pin: psutil cannot pin here (no cpu_affinity); valid: --no-pin")
+    if asked and not fits:
+        raise UsageError(
+            f"--pin: {world_size} rank(s) x {per_rank} thread(s) need {per_rank * world_size} "
+            f"cores, this process may use {len(cores)}; valid: fewer --threads, or --no-pin"
+        )
+    return asked
+
+
+def resumed_pin(out: Path, default: bool) -> bool:
+    """The pinning a run being resumed recorded: a run from before --pin was unpinned."""
+    try:
+        recorded = json.loads((out / "run.json").read_text()).get("case_settings") or {}
+    except (OSError, ValueError, AttributeError):
+        return default
+    return bool(recorded.get("pin", False))
 
 
 def fraction(option: str, text: str) -> float:

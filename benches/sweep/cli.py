@@ -6,7 +6,6 @@ own process and writes the report.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import datetime
 import json
@@ -25,7 +24,7 @@ from rich.markup import escape
 
 from benches.engine import envinfo, results
 from benches.engine.spec import CaseSpec
-from benches.sweep import zygote
+from benches.sweep import tree, zygote
 from benches.sweep.arguments import (
     CONTROL_PROCESSES,
     DEFAULT_RUNS,
@@ -115,8 +114,6 @@ def case_env() -> dict[str, str]:
 def run_one(spec: CaseSpec, timeout: float, server: zygote.Zygote | None = None) -> dict[str, Any]:
     """The case in a process of its own (forked from ``server``, or a fresh interpreter); a
     crash, an OOM kill or a timeout becomes a failed row."""
-    from benches.engine.case import failed_measure, row_for
-
     work = Path(spec.out_dir) / "cases"
     work.mkdir(parents=True, exist_ok=True)
     spec_path, out_path = work / f"{spec.case_id}.json", work / f"{spec.case_id}.row.json"
@@ -135,7 +132,7 @@ def run_one(spec: CaseSpec, timeout: float, server: zygote.Zygote | None = None)
     if not forked:
         code = spawn(spec, spec_path, out_path, log_path, timeout)
     if code is None:
-        return row_for(spec, failed_measure(f"timed out after {timeout:g} s"))
+        return _failed(spec, f"timed out after {timeout:g} s", started)
     if out_path.exists():
         row = json.loads(out_path.read_text())
         wall = row.get("wall_s") or {}
@@ -159,7 +156,16 @@ def run_one(spec: CaseSpec, timeout: float, server: zygote.Zygote | None = None)
     tail = _exception_lines(log_path) or [line for line in lines if line]
     if tail:
         error += f": {tail[-1]}"
-    return row_for(spec, failed_measure(error))
+    return _failed(spec, error, started)
+
+
+def _failed(spec: CaseSpec, error: str, started: float) -> dict[str, Any]:
+    """The row of a case that wrote none: its error, and how long it held the sweep."""
+    from benches.engine.case import failed_measure, row_for
+
+    row = row_for(spec, failed_measure(error))
+    row["wall_s"] = {"total": time.monotonic() - started}
+    return row
 
 
 def spawn(spec: CaseSpec, spec_path: Path, out_path: Path, log_path: Path, timeout: float):
@@ -189,7 +195,7 @@ def spawn(spec: CaseSpec, spec_path: Path, out_path: Path, log_path: Path, timeo
         except subprocess.TimeoutExpired:
             _kill(proc)
             return None
-        except BaseException:
+        except BaseException:  # Ctrl-C: no rank outlives its case
             _kill(proc)
             raise
 
@@ -207,14 +213,44 @@ def _exception_lines(log_path: Path) -> list[str]:
 
 
 def _kill(proc: subprocess.Popen) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
+    """The case's whole tree (torchrun's ranks are in sessions of their own), then reap it."""
+    tree.kill_tree(proc.pid)
     proc.wait()
 
 
 # -- the sweep ------------------------------------------------------------------------------------
+class OutputError(Exception):
+    """--out cannot be written (read-only, not a directory, disk full): one line, exit 2."""
+
+
+def output_error(out: Path, err: OSError, when: str) -> OutputError:
+    reason = err.strerror or str(err)
+    return OutputError(f"cannot write to --out {str(out)!r} {when}: {reason}")
+
+
+def write_whole(path: Path, text: str) -> None:
+    """``text`` in ``path``, whole or not at all (a full disk leaves the old file, or none)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def start_run(sweep: Sweep) -> tuple[str, set[tuple]]:
-    """Create or reopen the results directory; the run id and the cases already ok."""
+    """Create or reopen the results directory (OutputError where it cannot be written); the
+    run id and the cases already ok."""
+    try:
+        return _start_run(sweep)
+    except OSError as err:
+        raise output_error(sweep.out, err, "before the first case") from None
+
+
+def _start_run(sweep: Sweep) -> tuple[str, set[tuple]]:
     sweep.out.mkdir(parents=True, exist_ok=True)
     run_file = sweep.out / "run.json"
     done: set[tuple] = set()
@@ -227,7 +263,8 @@ def start_run(sweep: Sweep) -> tuple[str, set[tuple]]:
         }
     else:
         run_id = uuid.uuid4().hex[:12]
-        run_file.write_text(
+        write_whole(
+            run_file,
             json.dumps(
                 {
                     "run_id": run_id,
@@ -240,7 +277,7 @@ def start_run(sweep: Sweep) -> tuple[str, set[tuple]]:
                     "env": {**envinfo.environment(sweep.device), **envinfo.git_state()},
                 },
                 indent=1,
-            )
+            ),
         )
     if sweep.out.parent.resolve() == DEFAULT_RUNS.resolve():
         latest = DEFAULT_RUNS / "latest"
@@ -286,13 +323,15 @@ def sweep_main(sweep: Sweep) -> int:
     fresh = os.environ.get(zygote.FRESH) or not (todo or sweep.budget)
     server = None if fresh else zygote.Zygote(case_env(), envinfo.ROOT)
     state = {"failed": 0, "interrupted": False}
-    with Progress(*columns, console=console, transient=False) as progress:
-        task = progress.add_task("sweep", total=len(todo))
-        run_cases(todo, sweep, server, progress, task, state)
-        if sweep.budget and not state["interrupted"]:
-            spend_budget(sweep, run_id, git, server, progress, task, state, started)
-    if server is not None:
-        server.close()
+    try:
+        with Progress(*columns, console=console, transient=False) as progress:
+            task = progress.add_task("sweep", total=len(todo))
+            run_cases(todo, sweep, server, progress, task, state)
+            if sweep.budget and not state["interrupted"]:
+                spend_budget(sweep, run_id, git, server, progress, task, state, started)
+    finally:
+        if server is not None:
+            server.close()
     return finish(sweep, console, state["failed"], state["interrupted"])
 
 
@@ -308,16 +347,21 @@ def run_cases(specs, sweep: Sweep, server, progress, task, state: dict, deadline
         progress.update(task, description=escape(f"{spec.case_id:<40}"))
         try:
             row = run_one(spec, sweep.timeout, server)
+            results.append(sweep.out, row)
         except KeyboardInterrupt:
             state["interrupted"] = True
             return
-        results.append(sweep.out, row)
+        except OSError as err:  # the case's files or its row: nothing more can be kept
+            raise output_error(sweep.out, err, f"at case {spec.case_id}") from None
         if spec.time_only and (row.get("wall_s") or {}).get("total"):
             walls.append(row["wall_s"]["total"])
         if row["status"] != "ok":
             state["failed"] += 1
             error = escape(str(row["error"]))  # text from a case is data, never markup
-            progress.console.print(f"[red]failed[/red] {escape(spec.case_id)}: {error}")
+            # one line, however long: a terminal may wrap it, the log never does
+            progress.console.print(
+                f"[red]failed[/red] {escape(spec.case_id)}: {error}", soft_wrap=True
+            )
         progress.advance(task)
 
 
@@ -413,6 +457,6 @@ def main(argv: list[str] | None = None) -> int:
         return sweep_main(sweep)
     except KeyboardInterrupt:  # between cases, or while the report was written
         return 130
-    except SchemaError as err:  # --resume into a directory of older rows
+    except (SchemaError, OutputError) as err:  # --resume into older rows; --out unwritable
         print(f"python -m benches: error: {err}", file=sys.stderr)
         return 2

@@ -78,8 +78,8 @@ def print_summary(directory: Path, console: Console | None = None) -> None:
     if report["noisy"]:
         console.print(
             f"[yellow]warning[/yellow]: {len(report['noisy'])} cases ran while other work held "
-            f"the CPU (median pressure above {report['noisy_pressure']:.0%}): they are left out "
-            "of the answer; rerun on a quiet machine or with --threads 1"
+            f"the CPU ({noise_rule(report)}): they are left out of the answer; rerun on a quiet "
+            "machine or with --threads 1"
         )
     answer = report.get("answer")
     if answer:
@@ -148,3 +148,13 @@ def settings_table(report: dict) -> Table:
             cells.append("-" if line["compile_s"] is None else f"{line['compile_s']:.2f}")
         table.add_row(*cells)
     return table
+
+
+def noise_rule(report: dict) -> str:
+    """The rule that called cases noisy, by the signal their rows had."""
+    rules = {
+        "psi": f"PSI: median CPU pressure above {report['noisy_pressure']:.0%}",
+        "involuntary_switches": "no PSI: involuntary context switches above "
+        f"{report['noisy_switches']:g}/s",
+    }
+    return "; ".join(rules[s] for s in report.get("noise_signals", []) if s in rules) or "-"

@@ -16,7 +16,6 @@ instead (``benches.sweep.cli.run_one``); rows say which (``env.process_start``).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import select
@@ -25,6 +24,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from benches.sweep import tree
 
 START = "forked"  # env.process_start of a case forked from this server
 FRESH = "ZEROGRAD_FRESH_PROCESSES"
@@ -126,8 +127,8 @@ class Zygote:
 
 
 def kill_group(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGKILL)
+    """The forked case, its process group and everything under it (``tree.kill_tree``)."""
+    tree.kill_tree(pid)
 
 
 if __name__ == "__main__":

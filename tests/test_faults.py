@@ -1,0 +1,318 @@
+"""The fault matrix: for each fault a real run meets, the sweep goes on, the failing case is one
+row with its status and a one-line error, every other row and the report are written, no
+process of the sweep is left behind and no case outlives its timeout.
+
+Faults come from ``tests/fault_plugin.py`` (real exceptions, real signals, real hangs, under
+real torchrun ranks). "No process left behind" is checked twice with psutil: every descendant
+the sweep ever had (polled while it runs) is gone afterwards, and no process on the machine
+carries the sweep's token in its environment. (g), a workload factory that raises or returns
+the wrong thing, is ``test_a_bad_workload_is_a_usage_error_of_one_line`` in
+``tests/test_byo_workload.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+import pytest
+
+from benches.sweep import cli
+from reports.rows import read
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = [
+    *("--preset", "tiny", "--accumulate", "1", "--live-tensors", "0", "--threads", "1"),
+    *("--budget", "0", "--rounds", "1", "--repeat", "2", "--warmup", "0", "--control", "none"),
+    *("--plugin", "tests.fault_plugin"),
+]
+
+
+@dataclass
+class Swept:
+    code: int
+    stderr: str
+    seconds: float
+    token: str
+    seen: dict[int, float] = field(default_factory=dict)  # pid -> create_time
+    cmdlines: dict[int, str] = field(default_factory=dict)
+
+    def ranks(self, case: str) -> list[int]:
+        """The ranks of ``case`` the sweep had (torchrun starts them with ``python -u``)."""
+        return [
+            pid
+            for pid, line in self.cmdlines.items()
+            if "-u -m benches.engine.case" in line and f"/{case}" in line
+        ]
+
+    def survivors(self) -> list[str]:
+        """Processes of the sweep still alive: descendants it had, or any process carrying its
+        token (a rank reparented to init before the poll saw it)."""
+        alive = []
+        for pid, created in self.seen.items():
+            with_token = _alive(pid, created)
+            if with_token:
+                alive.append(with_token)
+        for proc in psutil.process_iter(["pid", "environ", "cmdline", "status"]):
+            env = proc.info["environ"] or {}
+            if env.get("ZEROGRAD_FAULT_TOKEN") == self.token and not _zombie(proc):
+                alive.append(f"{proc.pid} {' '.join(proc.info['cmdline'] or [])}")
+        return sorted(set(alive))
+
+
+def _zombie(proc: psutil.Process) -> bool:
+    try:
+        return proc.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def _alive(pid: int, created: float) -> str | None:
+    try:
+        proc = psutil.Process(pid)
+        if proc.create_time() != created or _zombie(proc):
+            return None
+        return f"{pid} {' '.join(proc.cmdline())}"
+    except psutil.NoSuchProcess:
+        return None
+
+
+def run_sweep(args: list[str], env: dict[str, str] | None = None, interrupt=None) -> Swept:
+    """The sweep in a process of its own, its descendants polled until it ends; ``interrupt``
+    (a function of the sweep's psutil process and its out dir) decides when to send SIGINT."""
+    token = uuid.uuid4().hex
+    full_env = {**os.environ, **(env or {}), "ZEROGRAD_FAULT_TOKEN": token}
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "benches", "run", *args],
+        cwd=ROOT,
+        env=full_env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        # a background job starts with SIGINT ignored: give the sweep the default handler
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    swept = Swept(0, "", 0.0, token)
+    me = psutil.Process(proc.pid)
+    stderr: list[str] = []
+    reader = threading.Thread(target=lambda: stderr.append(proc.stderr.read()), daemon=True)
+    reader.start()
+    sent = False
+    while proc.poll() is None and time.monotonic() - started < 900:
+        try:
+            for child in me.children(recursive=True):
+                swept.seen.setdefault(child.pid, child.create_time())
+                # read again at every poll: a process seen between fork and exec changes it
+                swept.cmdlines[child.pid] = " ".join(child.cmdline())
+        except psutil.Error:  # a child that ended while it was read
+            pass
+        if interrupt is not None and not sent and interrupt(swept):
+            proc.send_signal(signal.SIGINT)
+            sent = True
+        time.sleep(0.1)
+    proc.wait(timeout=60)
+    reader.join(timeout=10)
+    swept.code, swept.stderr = proc.returncode, "".join(stderr)
+    swept.seconds = time.monotonic() - started
+    return swept
+
+
+def failure_lines(swept: Swept) -> list[str]:
+    return [line for line in swept.stderr.splitlines() if line.startswith("failed ")]
+
+
+def check_the_rest(out: Path, swept: Swept, failing: dict[str, str], ok: set[str]) -> None:
+    """The failing cases (label -> text in its error) are failed rows with one-line errors,
+    each printed as one line; the others are ok; the report is written; nothing survives."""
+    rows = {r["strategy"] + (f":{r['options']}" if r["options"] else ""): r for r in read(out)}
+    assert set(rows) == set(failing) | ok, (sorted(rows), swept.stderr[-3000:])
+    for label, text in failing.items():
+        row = rows[label]
+        assert row["status"] == "failed" and text in row["error"], (label, row["error"])
+        assert "\n" not in row["error"] and len(row["error"]) <= 1000
+    for label in ok:
+        assert rows[label]["status"] == "ok", rows[label]["error"]
+    printed = failure_lines(swept)
+    assert len(printed) == len(failing), swept.stderr[-3000:]
+    assert (out / "index.html").exists() and (out / "verdicts.json").exists()
+    assert "Traceback" not in swept.stderr, swept.stderr[-3000:]
+    assert swept.survivors() == []
+
+
+def test_oom_and_signals_in_one_process_are_failed_rows(tmp_path):
+    # (b) OutOfMemoryError in a reset and in a backward; (c) SIGKILL, SIGABRT (os.abort()) and
+    # SIGSEGV (a read of address 0): all forked from the fork server
+    out = tmp_path / "run"
+    faults = ["sigkill", "abort", "segfault", "oom-reset", "oom-backward"]
+    labels = [f"faulty:fault={f}" for f in faults]
+    swept = run_sweep([*TINY, "--strategies", ",".join([*labels, "block"]), "--out", str(out)])
+    assert swept.code == 1, swept.stderr[-3000:]
+    check_the_rest(
+        out,
+        swept,
+        {
+            labels[0]: "process killed by SIGKILL",
+            labels[1]: "process killed by SIGABRT",
+            labels[2]: "process killed by SIGSEGV",
+            labels[3]: "OutOfMemoryError: planted out of memory in reset",
+            labels[4]: "OutOfMemoryError: planted out of memory in backward",
+        },
+        {"block"},
+    )
+    # the ok row carries psutil's figures of its timed pairs and, with --threads 1, its pinning
+    (ok,) = [r for r in read(out) if r["status"] == "ok"]
+    figures = ok["process"]
+    assert figures["user_s"] > 0 and figures["seconds"] > 0
+    assert figures["uss_peak_bytes"] <= figures["rss_peak_bytes"]
+    assert figures["uss_final_bytes"] <= figures["uss_peak_bytes"]
+    assert figures["involuntary_switches"] >= 0 and figures["voluntary_switches"] >= 0
+    assert ok["pin"] is True and figures["affinity"] == psutil.Process().cpu_affinity()[-1:]
+    assert {"physical_cores", "logical_cores", "cpu_freq_mhz", "psi"} <= set(ok["env"])
+    page = (out / "index.html").read_text()
+    assert "context<br>switches/s" in page and "pinned<br>to cores" in page
+    # the noise signal that judged the rows: PSI where Linux has it, else involuntary switches
+    judged = json.loads((out / "verdicts.json").read_text())
+    assert judged["noisy_by"] == (["psi"] if ok["env"]["psi"] else ["involuntary_switches"])
+
+
+@pytest.mark.slow  # a fresh interpreter per case (no fork server): ~25 s
+def test_a_spawned_case_killed_by_a_signal(tmp_path):
+    out = tmp_path / "run"
+    swept = run_sweep(
+        [*TINY, "--strategies", "faulty,block", "--out", str(out)],
+        env={"ZEROGRAD_FAULT": "abort", "ZEROGRAD_FRESH_PROCESSES": "1"},
+    )
+    assert swept.code == 1, swept.stderr[-3000:]
+    check_the_rest(out, swept, {"faulty": "process killed by SIGABRT"}, {"block"})
+
+
+@pytest.mark.slow  # two ranks under torchrun, two cases: ~60 s each
+@pytest.mark.parametrize("parallel", ["ddp", "fsdp2"])
+def test_one_rank_raises(parallel, tmp_path):
+    # (a) rank 1 raises in its second reset; rank 0 only sees a peer hang up
+    out = tmp_path / "run"
+    swept = run_sweep(
+        [
+            *TINY,
+            *("--world-size", "2", "--parallel", parallel, "--grad-sync", "last"),
+            *("--strategies", "faulty,block", "--out", str(out)),
+        ],
+        env={"ZEROGRAD_FAULT": "raise", "ZEROGRAD_FAULT_RANK": "1", "ZEROGRAD_FAULT_AT": "2"},
+    )
+    assert swept.code == 1, swept.stderr[-3000:]
+    check_the_rest(out, swept, {"faulty": "rank 1 failed in reset"}, {"block"})
+    # the rank's text holds brackets: printed as it came, on one line
+    assert any("[/gloo/transport/tcp/pair.cc:553]" in line for line in failure_lines(swept))
+    # the ok case's ranks ran pinned, each on a core of its own, and their figures merged
+    (ok,) = [r for r in read(out) if r["status"] == "ok"]
+    ranks = ok["process"]["rank_affinity"]
+    assert ok["pin"] and len(ranks) == 2 and all(len(c) == 1 for c in ranks), ok["process"]
+    assert ranks[0] != ranks[1] and ok["process"]["over_ranks"] == "max"
+
+
+@pytest.mark.slow  # a rank that hangs until the case's timeout
+def test_one_rank_hangs_and_the_timeout_kills_the_whole_tree(tmp_path):
+    # (d) rank 1 sleeps for an hour in its first reset; rank 0 waits in a collective. The
+    # timeout kills torchrun and both ranks (each in a session of its own)
+    out = tmp_path / "run"
+    timeout = 45
+    swept = run_sweep(
+        [
+            *TINY,
+            *("--world-size", "2", "--strategies", "faulty,block"),
+            *("--timeout", str(timeout), "--out", str(out)),
+        ],
+        env={"ZEROGRAD_FAULT": "hang", "ZEROGRAD_FAULT_RANK": "1"},
+    )
+    assert swept.code == 1, swept.stderr[-3000:]
+    check_the_rest(out, swept, {"faulty": f"timed out after {timeout} s"}, {"block"})
+    assert len(swept.ranks("faulty-k1-n0-tiny-cpu-w2")) == 2, swept.cmdlines  # both gone now
+    rows = {r["strategy"]: r for r in read(out)}
+    # no case outlived its timeout: the hung one ended within a few seconds of it
+    assert rows["faulty"]["wall_s"]["total"] < timeout + 10, rows["faulty"]["wall_s"]
+
+
+@pytest.mark.slow  # a distributed case interrupted while its ranks run
+def test_ctrl_c_in_a_distributed_case_keeps_rows_and_leaves_no_rank(tmp_path):
+    # (e) block finishes; while native's ranks run, Ctrl-C: exit 130, block's row kept
+    out = tmp_path / "run"
+
+    def ranks_of_the_second_case_run(swept: Swept) -> bool:
+        if not (out / "results.jsonl").exists():
+            return False
+        ranks = [
+            p
+            for p in psutil.process_iter(["environ", "cmdline"])
+            if (p.info["environ"] or {}).get("ZEROGRAD_FAULT_TOKEN") == swept.token
+            and "RANK" in (p.info["environ"] or {})
+        ]
+        return len(ranks) >= 2
+
+    swept = run_sweep(
+        [*TINY, "--world-size", "2", "--strategies", "block,native", "--out", str(out)],
+        interrupt=ranks_of_the_second_case_run,
+    )
+    assert swept.code == 130, swept.stderr[-3000:]
+    rows = read(out)
+    assert [r["strategy"] for r in rows] == ["block"] and rows[0]["status"] == "ok"
+    assert (out / "index.html").exists()
+    assert "interrupted" in swept.stderr
+    assert swept.survivors() == []
+
+
+def _read_only_dir(tmp_path: Path) -> Path:
+    """A directory no one may create in: a mode-0500 one, or for root (whom modes do not stop)
+    sysfs's root, which refuses mkdir to everyone."""
+    if os.geteuid() == 0:
+        return Path("/sys")
+    here = tmp_path / "read-only"
+    here.mkdir()
+    here.chmod(0o500)
+    return here
+
+
+@pytest.mark.parametrize("where", ["read-only", "under-a-file"])
+def test_out_not_writable_is_one_line_before_any_case(where, tmp_path, capsys):
+    # (f) nothing runs, nothing is written, one line and exit 2 (in this process: it ends
+    # before the fork server or any case starts)
+    if where == "read-only":
+        out = _read_only_dir(tmp_path) / f"zerograd-{uuid.uuid4().hex[:8]}" / "run"
+    else:
+        (tmp_path / "a-file").write_text("x")
+        out = tmp_path / "a-file" / "run"
+    before = psutil.Process().children(recursive=True)
+    code = cli.main(["run", *TINY, "--strategies", "block", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "cannot write to --out" in lines[0] and str(out) in lines[0]
+    assert "before the first case" in lines[0] and "Traceback" not in err
+    assert not out.exists()
+    assert psutil.Process().children(recursive=True) == before
+
+
+@pytest.mark.slow  # one case runs, then its row meets a full disk
+def test_disk_full_at_the_first_row_stops_the_sweep_in_one_line(tmp_path):
+    # (f) /dev/full answers every write with ENOSPC, as a full disk does
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "results.jsonl").symlink_to("/dev/full")
+    swept = run_sweep([*TINY, "--strategies", "block,native", "--out", str(out)])
+    assert swept.code == 2, swept.stderr[-3000:]
+    error = [line for line in swept.stderr.splitlines() if "error:" in line]
+    assert len(error) == 1 and "No space left on device" in error[0], swept.stderr[-3000:]
+    assert "at case block-k1-n0-tiny-cpu-r0" in error[0] and "Traceback" not in swept.stderr
+    assert json.loads((out / "run.json").read_text())["run_id"]  # whole, from before
+    assert not (out / "index.html").exists() and not list(out.glob(".*.tmp"))
+    assert not (out / "logs" / "native-k1-n0-tiny-cpu-r0.log").exists()  # the sweep stopped
+    assert swept.survivors() == []
