@@ -12,7 +12,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from reports import stats, targets, verdicts
+from reports import profile, stats, targets, verdicts
 from reports.recipe import (
     check_summary,
     error_table,
@@ -285,6 +285,7 @@ def case_table(entries: list[dict[str, Any]], result: dict[str, Any]) -> list[di
             "failed": len(e["failed"]),
             "ok": bool(e.get("phases")),
             "noisy": noisy_entry(e),
+            "trace": profile.trace_of(e),
         }
         if e.get("phases"):
             line["phases"] = e["phases"]
@@ -570,6 +571,7 @@ def report(directory: str | Path) -> dict[str, Any]:
         "noisy": [r["case_id"] for r in ok_rows if verdicts.noisy(r)],
         "noisy_pressure": verdicts.NOISY_PRESSURE,
         "flamegraphs": flamegraphs(directory, entries),
+        "profiles": profile.profiles(directory, entries, chosen),
         "pytest_benchmark": _pytest_benchmark(directory),
         "results": RESULTS,
     }
