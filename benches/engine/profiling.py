@@ -22,6 +22,7 @@ import contextlib
 import gzip
 import json
 import os
+import shutil
 import statistics
 import tempfile
 from pathlib import Path
@@ -109,12 +110,14 @@ def pair_orders(pairs: int = PAIRS) -> list[tuple[str, ...]]:
     return [ROLES if i % 2 == 0 else ROLES[::-1] for i in range(pairs)]
 
 
-def profiled_pair(runner, batches, tokens: float, trace: Path, rank: int, world: int) -> dict:
+def profiled_pair(
+    runner, batches, tokens: float, trace: Path, rank: int, world: int, pairs: int = PAIRS
+) -> dict:
     """The profiled pairs and their figures for the row (rank 0's; the other ranks run the
     same windows unprofiled and get {}). The first pair is the trace; the row's figures are
     medians over every pair. A profiler that fails is the row's ``warning``."""
     device = runner.workload.device
-    orders = pair_orders()
+    orders = pair_orders(pairs)
     if rank != 0:
         for order in orders:
             run_pair(runner, batches, tokens, order)
@@ -133,11 +136,13 @@ def profiled_pair(runner, batches, tokens: float, trace: Path, rank: int, world:
     try:
         traced = profile(activities=activities(device))
         run_pair(runner, batches, tokens, orders[0], traced)
-        rest = profile(activities=activities(device))  # more windows for the figures, untraced
-        with rest:
-            for order in orders[1:]:
-                run_pair(runner, batches, tokens, order)
-        sessions = [traced.events(), rest.events()]  # each on its own clock
+        sessions = [traced.events()]  # each session's events on its own clock
+        if len(orders) > 1:
+            rest = profile(activities=activities(device))  # more windows, untraced
+            with rest:
+                for order in orders[1:]:
+                    run_pair(runner, batches, tokens, order)
+            sessions.append(rest.events())
         out["windows"] = {role: median_window(sessions, role, device) for role in ROLES}
         out.update(write_trace(traced, trace))
     except Exception as err:  # an old torch, no CUPTI: the case still runs
@@ -279,8 +284,8 @@ def bounded_trace(raw: Path, path: Path, limit: int) -> dict[str, Any]:
             "it keeps the strategy's window only (the tables have both)"
         )
     tmp = path.with_suffix(".tmp")
-    with raw.open("rb") as fin, gzip.open(tmp, "wb") as fout:
-        fout.writelines(fin)
+    with raw.open("rb") as fin, gzip.open(tmp, "wb", compresslevel=6) as fout:
+        shutil.copyfileobj(fin, fout, 2**20)
     os.replace(tmp, path)
     return out
 
