@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -257,3 +259,55 @@ def test_profile_flag_reaches_every_case(tmp_path):
     assert [spec.profile for spec in specs] == [True, True]
     # not part of a case's identity: resume and pooling treat a profiled round as any other
     assert specs[0].identity() == without[0].identity()
+
+
+# -- end to end: a real sweep with --profile (and --memray), its report, its rows ---------------
+def _sweep(out: Path, *extra: str) -> list[dict]:
+    from conftest import QUICK, ROOT
+
+    command = [sys.executable, "-m", "benches", "run", *QUICK, "--profile", "--out", str(out)]
+    done = subprocess.run(
+        [*command, *extra], cwd=ROOT, capture_output=True, text=True, timeout=900
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.slow
+def test_a_profiled_sweep_writes_traces_and_the_report_shows_the_diff(tmp_path):
+    from conftest import run_reports
+
+    out = tmp_path / "sweep"
+    rows = _sweep(out, "--strategies", "block,global", "--live-tensors", "0,100000", "--memray")
+    assert len(rows) == 4 and all(r["status"] == "ok" for r in rows)
+    for row in rows:
+        figures = row["profile"]
+        assert figures["warning"] is None and figures["pairs"] == profiling.PAIRS
+        trace = out / figures["trace"]
+        assert trace.parent == out / "traces" and trace.name == f"{row['case_id']}.json.gz"
+        names = {
+            e.get("name") for e in json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
+        }
+        assert {"zerograd/window:strategy", "zerograd/window:plain"} <= names
+        assert {f"zerograd/{p}" for p in profiling.PHASES} <= names
+        assert (out / row["memory"]["memray_flamegraph"]).is_file()  # --memray beside it
+        assert row["wall_s"]["profile"] > 0
+    walk = next(r for r in rows if r["strategy"] == "global" and r["live_tensors"] == 100000)
+    reset = walk["profile"]["windows"]["strategy"]["reset"]
+    assert reset["outside_s"] > 0.9 * reset["seconds"]  # the gc walk: no operator at all
+    page = (out / "index.html").read_text()
+    assert 'id="profiles"' in page and "ui.perfetto.dev" in page
+    assert f'href="traces/{rows[0]["case_id"]}.json.gz"' in page
+    assert "aten::zero_" in page and report_profile.OUTSIDE in page
+    (out / "index.html").unlink()  # the rows alone rebuild it
+    assert run_reports("build", str(out)).returncode == 0
+    assert (out / "index.html").read_text().count('id="profiles"') == 1
+
+
+@pytest.mark.slow
+def test_with_ranks_only_rank_0_is_profiled(tmp_path):
+    rows = _sweep(tmp_path / "ranks", "--strategies", "block", "--world-size", "2")
+    (row,) = rows
+    assert row["status"] == "ok", row.get("error")
+    assert row["profile"]["rank"] == 0 and "rank 0 of 2" in row["profile"]["ranks_note"]
+    assert row["profile"]["windows"]["strategy"]["reset"]["ranges"] == 2

@@ -18,7 +18,6 @@ A profiler that fails is a warning in the row: the case goes on.
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import json
 import os
@@ -96,13 +95,28 @@ def activities(device: torch.device) -> list[ProfilerActivity]:
 
 
 def run_pair(runner, batches, tokens: float, order=ROLES, profiler=None) -> None:
-    """One window of each loop in ``order``, each in its ``zerograd/window:ROLE`` range. Every
-    rank runs it (their collectives must match); ``profiler`` only on rank 0."""
+    """One window of each loop in ``order``, each in its ``zerograd/window:ROLE`` range, under
+    ``profiler`` if given (rank 0). A profiler that fails to start or stop raises only after
+    both windows ran: every rank runs the same windows, so their collectives still match."""
     loops = {"strategy": runner.strategy, "plain": runner.plain}
-    with profiler if profiler is not None else contextlib.nullcontext():
-        for role in order:
-            with record_function(f"{PREFIX}window:{role}"):
-                loops[role].window(batches, tokens, stamps=Ranges(len(batches)))
+    error: Exception | None = None
+    started = False
+    if profiler is not None:
+        try:
+            profiler.__enter__()
+            started = True
+        except Exception as err:
+            error = err
+    for role in order:
+        with record_function(f"{PREFIX}window:{role}"):
+            loops[role].window(batches, tokens, stamps=Ranges(len(batches)))
+    if started:
+        try:
+            profiler.__exit__(None, None, None)
+        except Exception as err:
+            error = err
+    if error is not None:
+        raise error
 
 
 def pair_orders(pairs: int = PAIRS) -> list[tuple[str, ...]]:
@@ -113,9 +127,10 @@ def pair_orders(pairs: int = PAIRS) -> list[tuple[str, ...]]:
 def profiled_pair(
     runner, batches, tokens: float, trace: Path, rank: int, world: int, pairs: int = PAIRS
 ) -> dict:
-    """The profiled pairs and their figures for the row (rank 0's; the other ranks run the
-    same windows unprofiled and get {}). The first pair is the trace; the row's figures are
-    medians over every pair. A profiler that fails is the row's ``warning``."""
+    """The profiled pairs, each its own profiler session, and their figures for the row (rank
+    0's; the other ranks run the same windows unprofiled and get {}). The first pair is the
+    trace; the row's figures are medians over every pair. A profiler that fails is the row's
+    ``warning``, and the remaining pairs still run (unprofiled)."""
     device = runner.workload.device
     orders = pair_orders(pairs)
     if rank != 0:
@@ -133,21 +148,28 @@ def profiled_pair(
         "warning": None,
         "windows": None,
     }
+    sessions: list = []
+    for order in orders:
+        session = None if out["warning"] else profile(activities=activities(device))
+        try:
+            run_pair(runner, batches, tokens, order, session)
+            sessions.append(session)
+        except Exception as err:  # an old torch, no CUPTI: the case still runs
+            out["warning"] = _failure(err)
+    if out["warning"]:
+        return out
     try:
-        traced = profile(activities=activities(device))
-        run_pair(runner, batches, tokens, orders[0], traced)
-        sessions = [traced.events()]  # each session's events on its own clock
-        if len(orders) > 1:
-            rest = profile(activities=activities(device))  # more windows, untraced
-            with rest:
-                for order in orders[1:]:
-                    run_pair(runner, batches, tokens, order)
-            sessions.append(rest.events())
-        out["windows"] = {role: median_window(sessions, role, device) for role in ROLES}
-        out.update(write_trace(traced, trace))
-    except Exception as err:  # an old torch, no CUPTI: the case still runs
-        out["warning"] = f"profiler failed: {type(err).__name__}: {err}".replace("\n", " ")
+        # each session's events on its own clock
+        events = [session.events() for session in sessions]
+        out["windows"] = {role: median_window(events, role, device) for role in ROLES}
+        out.update(write_trace(sessions[0], trace))
+    except Exception as err:
+        out["warning"] = _failure(err)
     return out
+
+
+def _failure(err: Exception) -> str:
+    return f"profiler failed: {type(err).__name__}: {err}".replace("\n", " ")
 
 
 def _inside(event, span) -> bool:
