@@ -294,7 +294,9 @@ def test_a_profiled_sweep_writes_traces_and_the_report_shows_the_diff(tmp_path):
         assert row["wall_s"]["profile"] > 0
     walk = next(r for r in rows if r["strategy"] == "global" and r["live_tensors"] == 100000)
     reset = walk["profile"]["windows"]["strategy"]["reset"]
-    assert reset["outside_s"] > 0.9 * reset["seconds"]  # the gc walk: no operator at all
+    assert reset["outside_s"] > 0.5 * reset["seconds"]  # the gc walk: no operator at all
+    zero = next(op for op in reset["operators"] if op[0] == "aten::zero_")
+    assert zero[1] > 100000  # the ballast's gradients: the hazard of a process-wide search
     page = (out / "index.html").read_text()
     assert 'id="profiles"' in page and "ui.perfetto.dev" in page
     assert f'href="traces/{rows[0]["case_id"]}.json.gz"' in page
