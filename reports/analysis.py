@@ -563,7 +563,7 @@ def report(directory: str | Path) -> dict[str, Any]:
         "settings": settings_table(list(every_case.values()), judged_all),
         "parallel": first.get("parallel", "none"),
         "flavours": flavour_table(list(every_case.values()), judged_all),
-        "cases": case_table(entries, judged),
+        "cases": profile.with_traces(directory, case_table(entries, judged)),
         "overheads": core_overheads(entries),
         "overhead_limit": (targets.OVERHEAD_MAX, targets.OVERHEAD_CI_MAX),
         "targets": targets.evaluate(cases, judged, every_case),

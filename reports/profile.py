@@ -152,6 +152,13 @@ def trace_of(entry: dict[str, Any]) -> str | None:
     return (row["profile"].get("trace") or None) if row else None
 
 
+def with_traces(directory: Path, lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The case table's lines, each saying whether its trace is beside the report."""
+    for line in lines:
+        line["trace_present"] = bool(line.get("trace")) and (directory / line["trace"]).is_file()
+    return lines
+
+
 def case_profile(directory: Path, entry: dict[str, Any]) -> dict[str, Any] | None:
     """One case's profile for the report; None when it was not profiled."""
     row = _profiled_row(entry)

@@ -318,3 +318,11 @@ def test_with_ranks_only_rank_0_is_profiled(tmp_path):
     assert row["status"] == "ok", row.get("error")
     assert row["profile"]["rank"] == 0 and "rank 0 of 2" in row["profile"]["ranks_note"]
     assert row["profile"]["windows"]["strategy"]["reset"]["ranges"] == 2
+
+
+def test_a_trace_left_behind_is_not_linked(tmp_path):
+    (tmp_path / "traces").mkdir()
+    (tmp_path / "traces" / "kept.json.gz").write_bytes(b"")
+    lines = [{"trace": "traces/kept.json.gz"}, {"trace": "traces/gone.json.gz"}, {"trace": None}]
+    out = report_profile.with_traces(tmp_path, lines)
+    assert [line["trace_present"] for line in out] == [True, False, False]
