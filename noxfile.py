@@ -129,6 +129,19 @@ def bench(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON, reuse_venv=True, default=False)
+def profile(session: nox.Session) -> None:
+    """The sweep with --profile: a torch.profiler trace per case, operators per phase vs plain."""
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    try:
+        args, out, _ = bench_args(session.posargs, stamp)
+    except ValueError as err:
+        session.error(str(err))
+    install_project(session)
+    os.makedirs(out, exist_ok=True)
+    session.run("python", "-m", "benches", "run", "--profile", *args)
+
+
+@nox.session(python=PYTHON, reuse_venv=True, default=False)
 def report(session: nox.Session) -> None:
     """Rebuild the HTML report of a results directory (default: reports/runs/latest)."""
     install_project(session)

@@ -12,7 +12,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from reports import stats, targets, verdicts
+from reports import profile, stats, targets, verdicts
 from reports.recipe import (
     check_summary,
     error_table,
@@ -314,6 +314,7 @@ def case_table(entries: list[dict[str, Any]], result: dict[str, Any]) -> list[di
             "failed": len(e["failed"]),
             "ok": bool(e.get("phases")),
             "noisy": noisy_entry(e),
+            "trace": profile.trace_of(e),
         }
         if e.get("phases"):
             line["phases"] = e["phases"]
@@ -600,7 +601,7 @@ def report(directory: str | Path) -> dict[str, Any]:
         "settings": settings_table(list(every_case.values()), judged_all),
         "parallel": first.get("parallel", "none"),
         "flavours": flavour_table(list(every_case.values()), judged_all),
-        "cases": case_table(entries, judged),
+        "cases": profile.with_traces(directory, case_table(entries, judged)),
         "overheads": core_overheads(entries),
         "overhead_limit": (targets.OVERHEAD_MAX, targets.OVERHEAD_CI_MAX),
         "targets": targets.evaluate(cases, judged, every_case),
@@ -611,6 +612,7 @@ def report(directory: str | Path) -> dict[str, Any]:
         # which signal judged the rows: psi where it exists, else involuntary switches
         "noise_signals": sorted({verdicts.case_noise(r)["signal"] or "none" for r in ok_rows}),
         "flamegraphs": flamegraphs(directory, entries),
+        "profiles": profile.profiles(directory, entries, chosen),
         "pytest_benchmark": _pytest_benchmark(directory),
         "results": RESULTS,
     }

@@ -27,6 +27,7 @@ SECTIONS = (  # index.html's sections, in the page's order
     "run",
     "answer",
     "strategies",
+    "profiles",
     "verdicts",
     "overhead",
     "charts",

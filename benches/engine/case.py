@@ -38,6 +38,7 @@ from benches.engine import (
     gradients,
     memory,
     process,
+    profiling,
     training,
 )
 from benches.engine.runner import PHASES, PairedRunner
@@ -82,6 +83,8 @@ def run_case(spec: CaseSpec) -> dict[str, Any] | None:
     other_compile_s = other_settings(spec, runner, timed, samples)
     compile_s = compile_s if compile_s is not None else other_compile_s
     wall.lap("other_pairs")
+    profiled = profile_pair(spec, runner, timed, rank, world)
+    wall.lap("profile")
     costs = cost_counts(spec, runner, workload, timed)
     wall.lap("cost_model")
     runner.close()
@@ -106,6 +109,7 @@ def run_case(spec: CaseSpec) -> dict[str, Any] | None:
         "process": process_figures,
         "compile_s": compile_s,
         "cost_model": cost_figures(costs, samples) if costs else None,
+        "profile": profiled,
         "wall_s": wall.seconds,
     }
 
@@ -120,6 +124,7 @@ class Wall:
         "warmup",
         "timed_pairs",
         "other_pairs",
+        "profile",
         "cost_model",
         "memory_pass",
         "teardown",
@@ -266,6 +271,19 @@ def cost_counts(spec: CaseSpec, runner: PairedRunner, workload, timed) -> dict[s
         "coefficients": costmodel.calibrate(workload.device),
         "counts": costmodel.count(runner.strategy, *timed[0]),
     }
+
+
+def profile_pair(spec: CaseSpec, runner: PairedRunner, timed, rank: int, world: int):
+    """``--profile``: one window of each loop under torch.profiler, after the timed pairs and
+    off their clock (``benches.engine.profiling``); None without the flag, and for the
+    control's extra processes and time-only ones (they measure noise or time only)."""
+    if not spec.profile or spec.control or spec.time_only:
+        return None
+    trace = Path(spec.out_dir) / "traces" / f"{spec.case_id}.json.gz"
+    profiled = profiling.profiled_pair(runner, *timed[0], trace, rank, world)
+    if profiled.get("trace"):
+        profiled["trace"] = str(trace.relative_to(spec.out_dir))
+    return profiled
 
 
 def compared_recipe(spec: CaseSpec) -> training.Recipe | None:

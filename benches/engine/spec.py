@@ -67,6 +67,7 @@ class CaseSpec:
     workload: str = DEFAULT_WORKLOAD  # MODULE:FACTORY (benches/workloads/protocol.py)
     memray: bool = False  # a flamegraph of the memory pass
     keep_captures: bool = False  # keep memray's capture file beside the flamegraph
+    profile: bool = False  # a torch.profiler trace of one window of each loop (off the clock)
     plugins: list[str] = dataclasses.field(default_factory=list)
     run_id: str = ""
     round: int = 0

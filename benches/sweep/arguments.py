@@ -152,6 +152,13 @@ def sweep_options(run: argparse.ArgumentParser) -> None:
         "--memray", action="store_true", help="memray's flamegraph of each case's memory pass"
     )
     run.add_argument(
+        "--profile",
+        action="store_true",
+        help="torch.profiler: one window of each case's strategy and of the plain loop, after "
+        "the timed pairs (off their clock): a trace per case in DIR/traces/ and the operators "
+        "behind each phase, against the plain loop's, in the report",
+    )
+    run.add_argument(
         "--keep-captures",
         action="store_true",
         help="keep memray's capture files (by default only flamegraphs are kept)",
@@ -251,6 +258,7 @@ class Sweep:
     compare_settings: str = ""
     min_effect: float = DEFAULT_MIN_EFFECT
     keep_captures: bool = False
+    profile: bool = False
     control: str = "none"
     budget: float = 0.0  # seconds for the whole sweep; > 0: rounds added while verdicts are open
     looks: int = 1  # how often the sweep may look at its verdicts (each held to ALPHA / looks)
@@ -326,6 +334,7 @@ def resolve(args: argparse.Namespace) -> Sweep:
         **recipe,
         min_effect=min_effect,
         keep_captures=args.keep_captures,
+        profile=args.profile,
         control=control,
     )
     if args.resume:

@@ -85,6 +85,7 @@ def cases(sweep: Sweep, run_id: str, git: dict[str, Any]) -> list[CaseSpec]:
                         **settings,
                         memray=sweep.memray,
                         keep_captures=sweep.keep_captures,
+                        profile=sweep.profile,
                         plugins=sweep.plugins,
                         run_id=run_id,
                         round=r,
