@@ -102,9 +102,8 @@ def bench_env(args: list[str], preset: str | None) -> dict[str, str]:
     return env
 
 
-@nox.session(python=PYTHON, reuse_venv=True, default=False)
-def bench(session: nox.Session) -> None:
-    """The main job: pytest-benchmark suites, then the sweep with memray; prints the report."""
+def sweep_setup(session: nox.Session) -> tuple[list[str], str, str | None]:
+    """The sweep's arguments (with a fresh --out), installed project and output folder."""
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     try:
         args, out, preset = bench_args(session.posargs, stamp)
@@ -112,6 +111,13 @@ def bench(session: nox.Session) -> None:
         session.error(str(err))
     install_project(session)
     os.makedirs(out, exist_ok=True)
+    return args, out, preset
+
+
+@nox.session(python=PYTHON, reuse_venv=True, default=False)
+def bench(session: nox.Session) -> None:
+    """The main job: pytest-benchmark suites, then the sweep with memray; prints the report."""
+    args, out, preset = sweep_setup(session)
     session.run(
         "python",
         "-m",
@@ -131,13 +137,7 @@ def bench(session: nox.Session) -> None:
 @nox.session(python=PYTHON, reuse_venv=True, default=False)
 def profile(session: nox.Session) -> None:
     """The sweep with --profile: a torch.profiler trace per case, operators per phase vs plain."""
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    try:
-        args, out, _ = bench_args(session.posargs, stamp)
-    except ValueError as err:
-        session.error(str(err))
-    install_project(session)
-    os.makedirs(out, exist_ok=True)
+    args, _, _ = sweep_setup(session)
     session.run("python", "-m", "benches", "run", "--profile", *args)
 
 
