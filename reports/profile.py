@@ -6,10 +6,11 @@ Rows carry, per loop and phase, every operator's calls and self times as the pro
 
 The difference against the plain loop, per phase: an operator is listed when its calls differ
 (exact counts: ``added``, ``removed``, ``more``, ``fewer``), or, with the same calls, when its
-self time differs by at least ``TIME_FACTOR`` and ``TIME_FLOOR_S`` (``higher``, ``lower``: one
-few windows each, so only a large difference of time is named, between the least self time
-of each side over the profiled windows: a stall of the machine only ever adds time; a call
-count is exact). The phase's
+self time differs by at least ``TIME_FACTOR`` and ``TIME_FLOOR_S`` between the least self time
+of each side over the profiled windows (a stall of the machine only ever adds time), and
+every window of one side lies beyond every window of the other (``higher``, ``lower``: a few
+windows each, so only a large and clean difference of time is named; identical loops on a
+busy machine named a lone stalled window otherwise; a call count is exact). The phase's
 host time that no operator covers ("Python and dispatch between operators") is one more line,
 held to the time rule: ``global``'s reset is there, a walk over every Python object.
 """
@@ -32,8 +33,13 @@ def operators(phase: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """name -> calls, self CPU seconds (the least over the profiled windows: a stall of the
     machine only adds time), self device seconds (the median; None on CPU)."""
     return {
-        name: {"calls": calls, "self_s": least_s, "device_s": device_s}
-        for name, calls, _, device_s, least_s in phase.get("operators", [])
+        op[0]: {
+            "calls": op[1],
+            "self_s": op[4],
+            "device_s": op[3],
+            "most_s": op[5] if len(op) > 5 else None,  # rows from before the most was kept
+        }
+        for op in phase.get("operators", [])
     }
 
 
@@ -47,13 +53,16 @@ def calls_word(mine: int, plain: int) -> str | None:
     return "more" if mine > plain else "fewer"
 
 
-def time_word(mine: float, plain: float) -> str | None:
-    """``higher`` / ``lower`` when the two differ by TIME_FACTOR and TIME_FLOOR_S, else None."""
+def time_word(
+    mine: float, plain: float, mine_most: float | None = None, plain_most: float | None = None
+) -> str | None:
+    """``higher`` / ``lower`` when the least times differ by TIME_FACTOR and TIME_FLOOR_S and
+    (where the most are known) every window of one side is beyond every one of the other."""
     if abs(mine - plain) < TIME_FLOOR_S:
         return None
-    if mine >= TIME_FACTOR * plain:
+    if mine >= TIME_FACTOR * plain and (plain_most is None or mine > plain_most):
         return "higher"
-    if plain >= TIME_FACTOR * mine:
+    if plain >= TIME_FACTOR * mine and (mine_most is None or plain > mine_most):
         return "lower"
     return None
 
@@ -62,14 +71,21 @@ def phase_diff(mine: dict[str, Any], plain: dict[str, Any]) -> list[dict[str, An
     """The operators of one phase whose calls or time differ from the plain loop's, largest
     time difference first; the time outside every operator last unless it differs."""
     a, b = operators(mine), operators(plain)
-    zero = {"calls": 0, "self_s": 0.0, "device_s": None}
+    zero = {"calls": 0, "self_s": 0.0, "device_s": None, "most_s": 0.0}
     out = []
     for name in sorted(set(a) | set(b)):
         x, y = a.get(name, zero), b.get(name, zero)
-        word = calls_word(x["calls"], y["calls"]) or time_word(x["self_s"], y["self_s"])
+        word = calls_word(x["calls"], y["calls"]) or time_word(
+            x["self_s"], y["self_s"], x["most_s"], y["most_s"]
+        )
         if word is not None:
             out.append(_line(name, word, x, y))
-    outside = time_word(mine["least_outside_s"], plain["least_outside_s"])
+    outside = time_word(
+        mine["least_outside_s"],
+        plain["least_outside_s"],
+        mine.get("most_outside_s"),
+        plain.get("most_outside_s"),
+    )
     if outside is not None:
         x = {"calls": None, "self_s": mine["least_outside_s"], "device_s": None}
         y = {"calls": None, "self_s": plain["least_outside_s"], "device_s": None}
@@ -115,7 +131,7 @@ def where_it_went(window: dict[str, Any], top: int = TOP) -> list[dict[str, Any]
                 "launches": figures.get("launches"),
                 "operators": [
                     {"name": n, "calls": c, "self_s": s, "device_s": d}
-                    for n, c, s, d, _ in ops[:top]
+                    for n, c, s, d, *_ in ops[:top]
                 ],
                 "others": len(ops[top:]),
                 "others_s": sum(op[2] for op in ops[top:]),

@@ -244,6 +244,10 @@ def test_calls_and_time_words():
     assert report_profile.time_word(1e-3, 4e-4) == "higher"
     assert report_profile.time_word(6e-5, 2e-5) is None  # under the 50 µs floor
     assert report_profile.time_word(1e-3, 6e-4) is None  # under 2x
+    # 2x between the least, but a window of each side overlaps the other's: not named
+    assert report_profile.time_word(1e-3, 4e-4, 1.2e-3, 1.1e-3) is None
+    assert report_profile.time_word(1e-3, 4e-4, 1.2e-3, 5e-4) == "higher"
+    assert report_profile.time_word(4e-4, 1e-3, 5e-4, 1.2e-3) == "lower"
 
 
 def test_profile_flag_reaches_every_case(tmp_path):

@@ -215,12 +215,14 @@ def session_windows(events, role: str, device: torch.device) -> list[dict[str, A
 def median_phase(phases: list[dict[str, Any]]) -> dict[str, Any]:
     """One phase over several windows: the median of each figure, and the least too for the
     times (a stall of the machine only ever adds time: the report's difference rule reads
-    the least); operators as [name, calls, self s, device s, least self s]."""
+    the least, and the most: a difference is named only where the two loops' windows do not
+    overlap); operators as [name, calls, self s, device s, least self s, most self s]."""
     out: dict[str, Any] = {
         key: statistics.median(p[key] for p in phases)
         for key in ("seconds", "ranges", "operator_s", "outside_s")
     }
     out["least_outside_s"] = min(p["outside_s"] for p in phases)
+    out["most_outside_s"] = max(p["outside_s"] for p in phases)
     launches = [p["launches"] for p in phases]
     out["launches"] = None if None in launches else statistics.median(launches)
     table: dict[str, list] = {}
@@ -235,6 +237,7 @@ def median_phase(phases: list[dict[str, Any]]) -> dict[str, Any]:
             round(statistics.median(v[1] for v in values), 9),
             round(statistics.median(v[2] or 0.0 for v in values), 9) if cuda else None,
             round(min(v[1] for v in values), 9),
+            round(max(v[1] for v in values), 9),
         ]
         for name, values in table.items()
     ]
