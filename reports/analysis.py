@@ -21,10 +21,12 @@ from reports.recipe import (
     recipe,
     settings_table,
 )
-from reports.rows import REFERENCE, RESULTS, pooled, read, strategy_order
+from reports.rows import REFERENCE, RESULTS, SchemaError, pooled, read, strategy_order
 
 
 def _run_info(directory: Path) -> dict[str, Any]:
+    """DIR/run.json ({} when there is none, or it is not JSON: the rows are the data); a
+    run.json whose parts have the wrong type is a SchemaError naming the field."""
     path = directory / "run.json"
     if not path.exists():
         return {}
@@ -32,7 +34,19 @@ def _run_info(directory: Path) -> dict[str, Any]:
         run = json.loads(path.read_text(encoding="utf-8"))
     except ValueError:
         return {}
-    return run if isinstance(run, dict) else {}
+    if not isinstance(run, dict):
+        return {}
+    for key in ("sweep", "env", "case_settings"):
+        if run.get(key) is not None and not isinstance(run[key], dict):
+            raise SchemaError(f"{path}: field {key!r} is not an object")
+    min_effect = (run.get("sweep") or {}).get("min_effect")
+    if min_effect is not None and (
+        isinstance(min_effect, bool) or not isinstance(min_effect, int | float)
+    ):
+        raise SchemaError(
+            f"{path}: field 'sweep.min_effect' is {json.dumps(min_effect)}; valid: a fraction"
+        )
+    return run
 
 
 def _pytest_benchmark(directory: Path) -> dict[str, Any] | None:

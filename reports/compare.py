@@ -24,6 +24,17 @@ from reports.rows import PHASES, SWEEP_IDENTITY, pooled, read
 COMPARE = "compare.json"
 
 
+class CompareError(ValueError):
+    """Two runs that cannot be compared (no case in common): one line, exit 2."""
+
+
+def _cases_text(cases) -> str:
+    shown = sorted(f"{name} K={k} N={n}" for name, k, n, _ in cases)
+    return (
+        ", ".join(shown[:4]) + (f" and {len(shown) - 4} more" if len(shown) > 4 else "") or "none"
+    )
+
+
 def _side(directory: Path) -> dict[str, Any]:
     rows = read(directory)
     run = analysis._run_info(directory)
@@ -70,6 +81,11 @@ def comparison(dir_a: str | Path, dir_b: str | Path) -> dict[str, Any]:
         set(a["cases"]) & set(b["cases"]),
         key=lambda k: (analysis.strategy_order(k[0]), k[1], k[2]),
     )
+    if not common:
+        raise CompareError(
+            f"runs {str(dir_a)!r} and {str(dir_b)!r} have no ok case in common (strategy, K, N, "
+            f"grad_sync); A has {_cases_text(a['cases'])}; B has {_cases_text(b['cases'])}"
+        )
     # the noise between processes of both runs, per group: each run's processes of a case
     # differ by the same kind of process offset, so the variance pools over both
     spreads = verdicts.noise([*a["cases"].values(), *b["cases"].values()], min_effect)

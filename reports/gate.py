@@ -38,8 +38,36 @@ def load(path: Path) -> tuple[str, dict[str, Any]]:
             f"{str(path)!r} has no 'comparisons' list; valid files: compare.json "
             "(python -m reports compare) or verdicts.json (a sweep's)"
         )
+    for number, c in enumerate(data["comparisons"]):
+        if not isinstance(c, dict) or not isinstance(c.get("verdict"), str):
+            raise GateError(
+                f"{str(path)!r}: comparisons[{number}] has no 'verdict' word "
+                f"({json.dumps(c)[:80]}); valid files: compare.json or verdicts.json"
+            )
+        if c["verdict"] not in WORDS:
+            raise GateError(
+                f"{str(path)!r}: comparisons[{number}] has verdict {c['verdict']!r}; "
+                f"valid: {', '.join(WORDS)}"
+            )
     kind = "compare" if all("strategy" in c for c in data["comparisons"]) else "verdicts"
+    if not data["comparisons"]:
+        raise GateError(
+            f"{str(path)!r} holds no comparison (two runs with no case in common?): nothing to gate"
+        )
     return kind, data
+
+
+def check_pair(path: Path, data: dict[str, Any], pair: tuple[str, str]) -> None:
+    """Both names of --pair are strategies of the file, or a GateError naming the absent one."""
+    names = sorted({str(c.get(side)) for c in data["comparisons"] for side in ("a", "b")})
+    for name in pair:
+        if name not in names:
+            raise GateError(
+                f"--pair name {name!r} is not a strategy of {str(path)!r}; "
+                f"valid: {', '.join(names)}"
+            )
+    if pair[0] == pair[1]:
+        raise GateError(f"--pair {pair[0]},{pair[1]} names one strategy twice; valid: A,B")
 
 
 def select(
@@ -94,6 +122,8 @@ def gate(
             f"--pair applies to a verdicts.json; {str(path)!r} is a compare.json "
             "(run B's cases against run A's)"
         )
+    if pair is not None:
+        check_pair(path, data, pair)
     chosen = select(kind, data, metrics, pair)
     what = f"metric {', '.join(metrics)}" + (f", pair {pair[0]},{pair[1]}" if pair else "")
     if not chosen:
