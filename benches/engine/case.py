@@ -514,12 +514,21 @@ def measure(spec: CaseSpec) -> tuple[dict[str, Any] | None, int]:
     try:
         measured = run_case(spec)
         return (None if measured is None else row_for(spec, measured)), 0
-    except Exception as err:  # the sweep records it and goes on
+    except (Exception, SystemExit) as err:  # the sweep records it and goes on
         traceback.print_exc()
         if distributed.ranks()[0] != 0:
             return None, 1  # torchrun ends the others; the sweep reads rank 0's log
-        last = traceback.format_exception_only(err)[-1].strip().replace("\n", " ")
-        return row_for(spec, failed_measure(last)), 1
+        return row_for(spec, failed_measure(error_line(err))), 1
+
+
+def error_line(err: BaseException) -> str:
+    """The failure in one line; a SystemExit says who called it (a plugin's strategy or the
+    workload: the case's own code never exits)."""
+    if isinstance(err, SystemExit):
+        return (
+            f"SystemExit: sys.exit({err.code!r}) called inside the case (its strategy or workload)"
+        )
+    return traceback.format_exception_only(err)[-1].strip().replace("\n", " ")
 
 
 if __name__ == "__main__":

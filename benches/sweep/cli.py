@@ -214,7 +214,18 @@ def _kill(proc: subprocess.Popen) -> None:
 
 # -- the sweep ------------------------------------------------------------------------------------
 def start_run(sweep: Sweep) -> tuple[str, set[tuple]]:
-    """Create or reopen the results directory; the run id and the cases already ok."""
+    """Create or reopen the results directory; the run id and the cases already ok. A folder
+    that cannot be made or written is a UsageError, before any case runs."""
+    try:
+        return open_run(sweep)
+    except OSError as err:
+        where = f" {str(err.filename)!r}" if err.filename else ""
+        raise UsageError(
+            f"--out {str(sweep.out)!r}: cannot write{where}: {err.strerror or err}"
+        ) from None
+
+
+def open_run(sweep: Sweep) -> tuple[str, set[tuple]]:
     sweep.out.mkdir(parents=True, exist_ok=True)
     run_file = sweep.out / "run.json"
     done: set[tuple] = set()
@@ -413,6 +424,6 @@ def main(argv: list[str] | None = None) -> int:
         return sweep_main(sweep)
     except KeyboardInterrupt:  # between cases, or while the report was written
         return 130
-    except SchemaError as err:  # --resume into a directory of older rows
+    except (SchemaError, UsageError) as err:  # older rows to resume; an --out not writable
         print(f"python -m benches: error: {err}", file=sys.stderr)
         return 2
