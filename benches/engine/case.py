@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import gc
 import importlib
+import itertools
 import json
 import os
 import statistics
@@ -199,6 +200,8 @@ def timed_pairs(spec, runner, workload, timed, counter, wall: Wall) -> tuple[dic
         samples["sync"] = []
     footprint: list[int] = []  # memory after each pair: a leak shows as a slope
     collectives: list[dict[str, Any]] = []
+    runner.watch = lambda: footprint_bytes(workload.device)
+    runner.grown = {"mine": [], "plain": []}
     for i in range(spec.repeat):
         before = counter.snapshot()
         with training.no_recompile(recipe.compile):  # compiling here would be timed: fail
@@ -209,20 +212,34 @@ def timed_pairs(spec, runner, workload, timed, counter, wall: Wall) -> tuple[dic
         samples["plain_window"].append(plain_t["window"])
         samples["plain_reset"].append(plain_t["reset"])
         samples["cpu_pressure"].append(pressure)
-        footprint.append(
-            torch.cuda.memory_allocated(workload.device)
-            if workload.device.type == "cuda"
-            else (memory.status_bytes("VmRSS") or 0)
-        )
+        footprint.append(footprint_bytes(workload.device))
+    runner.watch = None
     wall.lap("timed_pairs")
     context = {
         "rss_after_setup_bytes": rss_after_setup,
         "peak_rss_bytes": memory.status_bytes("VmHWM") if hwm_reset else None,
         "peak_rss_is_since_setup": hwm_reset,
-        "growth_bytes_per_window": stats.slope(range(len(footprint)), footprint),
+        # what the strategy's windows added per window, and the plain loop's beside them
+        "growth_bytes_per_window": window_growth(runner.grown["mine"]),
+        "plain_growth_bytes_per_window": window_growth(runner.grown["plain"]),
+        "growth_windows": len(runner.grown["mine"]),
+        "process_growth_bytes_per_pair": stats.slope(range(len(footprint)), footprint),
         "growth_measure": "cuda_allocated" if workload.device.type == "cuda" else "rss",
     }
     return samples, context, collectives
+
+
+def footprint_bytes(device: torch.device) -> int:
+    """The process's memory now: CUDA's allocated bytes on a GPU, else the resident set."""
+    if device.type == "cuda":
+        return torch.cuda.memory_allocated(device)
+    return memory.status_bytes("VmRSS") or 0
+
+
+def window_growth(added: list[int]) -> float:
+    """Bytes per window that one loop's windows kept: the slope of what they added, summed
+    window by window (a one-off step in the first window moves every point alike: no slope)."""
+    return stats.slope(range(len(added)), list(itertools.accumulate(added)))
 
 
 def other_settings(spec: CaseSpec, runner: PairedRunner, timed, samples: dict) -> float | None:
