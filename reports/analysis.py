@@ -12,7 +12,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from reports import stats, targets, verdicts
+from reports import leaks, stats, targets, verdicts
 from reports.recipe import (
     check_summary,
     error_table,
@@ -119,6 +119,8 @@ def answer(entries: list[dict[str, Any]], k: int, n: int, result: dict[str, Any]
     here = [
         e for e in entries if e.get("phases") and (e["accumulate"], e["live_tensors"]) == (k, n)
     ]
+    leaky = leaks.leaking(result, k, n)  # never the answer, on time or on memory
+    here = [e for e in here if e["strategy"] not in leaky]
     excluded = sorted(e["strategy"] for e in here if noisy_entry(e))
     every = here  # memory is exact: CPU pressure does not touch it
     here = [e for e in here if not noisy_entry(e)]
@@ -129,6 +131,7 @@ def answer(entries: list[dict[str, Any]], k: int, n: int, result: dict[str, Any]
         "n": n,
         "candidates": len(here),
         "excluded_noisy": excluded,
+        "excluded_leaking": [c for c in result.get("leaks", []) if (c["k"], c["n"]) == (k, n)],
         "resolution": floor.get("resolution"),
         "between_process_sd": floor.get("sd"),
         "min_effect": result["min_effect"],
@@ -136,7 +139,7 @@ def answer(entries: list[dict[str, Any]], k: int, n: int, result: dict[str, Any]
     leanest(every, k, n, result, out)
     if not here:
         out["advice"] = f"No strategy finished without CPU pressure at K={k}, N={n}."
-        return out
+        return leak_advice(out)
     by_time = sorted(here, key=lambda e: verdicts.overhead(e)["ratio"] or math.inf)
     fastest = by_time[0]
     out["fastest"] = {
@@ -155,6 +158,19 @@ def answer(entries: list[dict[str, Any]], k: int, n: int, result: dict[str, Any]
             result, fastest["strategy"], runner["strategy"], k, n, "window"
         )
     out["advice"] = advice(out, entries, k)
+    return leak_advice(out)
+
+
+def leak_advice(out: dict[str, Any]) -> dict[str, Any]:
+    """The advice says which strategies leak, and that they were left out of it."""
+    leaky = out["excluded_leaking"]
+    if leaky:
+        names = ", ".join(_name(c["strategy"]) for c in leaky)
+        worst = max(c["excess_bytes_per_window"] for c in leaky)
+        out["advice"] += (
+            f" Left out: {names} {'leaks' if len(leaky) == 1 else 'leak'} memory (up to "
+            f"{worst / 2**10:,.0f} KiB per window beyond the plain loop's growth)."
+        )
     return out
 
 
@@ -319,8 +335,10 @@ def case_table(entries: list[dict[str, Any]], result: dict[str, Any]) -> list[di
                     "param_bytes",
                     "peak_rss_bytes",
                     "growth_bytes_per_window",
+                    "plain_growth_bytes_per_window",
                 )
             }
+            line["leak"] = leaks.lookup(result, e)
             line["memory"]["growth_measure"] = next(
                 (r["memory"].get("growth_measure") for r in rows if r.get("memory")), None
             )

@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from reports import analysis, charts, stats, verdicts
+from reports import analysis, charts, leaks, stats, verdicts
 from reports.build import environment
 from reports.rows import PHASES, SWEEP_IDENTITY, pooled, read
 
@@ -156,6 +156,7 @@ def comparison(dir_a: str | Path, dir_b: str | Path) -> dict[str, Any]:
         "min_effect": min_effect,
         "rule": verdicts.RULE,
         "counts": counts,
+        "growth": leaks.growth_verdicts(list(b["cases"].values())),
         "only_a": [k for k in a["cases"] if k not in b["cases"]],
         "only_b": [k for k in b["cases"] if k not in a["cases"]],
         "failed": [(side, key) for side, s in (("A", a), ("B", b)) for key in s["failed"]],
@@ -179,6 +180,9 @@ def compare_json(result: dict[str, Any]) -> dict[str, Any]:
         ],
         "rule": result["rule"],
         "comparisons": result["comparisons"],
+        # run B's cases that keep memory window after window: a leak fails the gate
+        "leaks": [c for c in result["growth"] if c["verdict"] == "leaks"],
+        "leak_rule": leaks.RULE,
     }
 
 
