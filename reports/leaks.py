@@ -1,18 +1,21 @@
 """Leaks as a verdict: a strategy whose windows keep memory, beyond what the plain loop's keep.
 
-Every timed pair reads the process's memory (resident set on CPU, CUDA's allocated bytes on a GPU)
-around each of its two windows, so a row holds what the strategy's windows added per window
-(``memory.growth_bytes_per_window``: the slope of their summed additions) and what the plain
-loop's windows beside them added in the same process (``plain_growth_bytes_per_window``).
+Every case reads its process's memory (the resident set on CPU, CUDA's allocated bytes on a GPU)
+after each timed pair, one window of the strategy and one of the plain loop:
+``memory.growth_bytes_per_window`` is the slope of those readings over ``growth_windows`` pairs.
+Then the plain loop runs ``plain_growth_windows`` windows alone in the same process, off the
+clock: ``plain_growth_bytes_per_window`` is its own growth. (Memory read around each window of a
+pair cannot say whose a byte is: what one loop frees, the other reuses.)
 
-A case ``leaks`` when, in the median of its processes, its strategy's windows grow by more than
-``LEAK_BYTES`` per window over at least ``LEAK_WINDOWS`` windows, beyond the plain loop's own
-growth. Why 64 KiB: the plain loop and native, block, lazy and global grew by at most a few KiB
-per window on tiny and small (README, "Leaks"), while the allocator moves the resident set in
-steps (glibc extends its heap by 128 KiB): one such step between the 2nd and 3rd of 4 windows is
-a slope of 51 KiB per window, a step over 8 windows less. Above 64 KiB per window for 4 windows
-the strategy kept 256 KiB or more, window after window, which no one-off step explains. Fewer
-windows, or rows without the plain loop's figure (older rows): ``unmeasured``, never guessed.
+A case ``leaks`` when, in the median of its processes, it grows by more than ``LEAK_BYTES`` per
+window over at least ``LEAK_WINDOWS`` pairs, and by more than that beyond the plain loop's own
+growth. Why 64 KiB: native, block, lazy and global grew by at most a few KiB per pair on tiny
+and small, and the plain loop alone as little (README, "Leaks"), while the allocator moves the
+resident set in steps (glibc extends its heap by 128 KiB): one such step between the 2nd and
+3rd of 4 readings is a slope of 51 KiB per window, over 8 readings less. Above 64 KiB per window
+for 4 windows the process kept 256 KiB or more, window after window, which no one-off step
+explains. Fewer windows, or rows without the plain loop's own figure (time-only processes,
+older rows): ``unmeasured``, never guessed.
 """
 
 from __future__ import annotations
@@ -24,9 +27,10 @@ LEAK_BYTES = 64 * 2**10  # per window, beyond the plain loop's growth in the sam
 LEAK_WINDOWS = 4  # the fewest windows a slope is judged over
 WORDS = ("leaks", "steady", "unmeasured")
 RULE = (
-    f"leaks: the strategy's windows grow by more than {LEAK_BYTES // 2**10} KiB per window "
-    f"(over at least {LEAK_WINDOWS} windows) beyond the plain loop's growth in the same process, "
-    "in the median of the case's processes; steady otherwise; unmeasured with fewer windows"
+    f"leaks: the case's process grows by more than {LEAK_BYTES // 2**10} KiB per window (over "
+    f"at least {LEAK_WINDOWS} windows) beyond the plain loop's own growth in the same process "
+    "(its windows alone, after the pairs), in the median of the case's processes; steady "
+    "otherwise; unmeasured with fewer windows or no plain-loop figure"
 )
 
 
@@ -35,7 +39,8 @@ def process_excess(row: dict[str, Any]) -> tuple[float, float, float] | None:
     memory = row.get("memory") or {}
     growth = memory.get("growth_bytes_per_window")
     plain = memory.get("plain_growth_bytes_per_window")
-    if growth is None or plain is None or (memory.get("growth_windows") or 0) < LEAK_WINDOWS:
+    windows = min(memory.get("growth_windows") or 0, memory.get("plain_growth_windows") or 0)
+    if growth is None or plain is None or windows < LEAK_WINDOWS:
         return None
     return growth, plain, growth - max(plain, 0.0)
 
@@ -65,6 +70,9 @@ def judge(entry: dict[str, Any]) -> dict[str, Any]:
         "plain_growth_bytes_per_window": plain,
         "excess_bytes_per_window": excess,
         "windows": min(r["memory"]["growth_windows"] for r in entry["rows"] if process_excess(r)),
+        "plain_windows": min(
+            r["memory"]["plain_growth_windows"] for r in entry["rows"] if process_excess(r)
+        ),
     }
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import gc
 import importlib
-import itertools
 import json
 import os
 import statistics
@@ -39,6 +38,9 @@ from reports import stats
 
 __all__ = ["CaseSpec", "failed_measure", "main", "measure", "row_for", "run_case"]
 
+# windows of the plain loop alone after the timed pairs: its own growth per window, beside which
+# a strategy's growth is a leak (reports.leaks judges at least this many windows)
+GROWTH_WINDOWS = 4
 USAGE = (
     "usage: python -m benches.engine.case SPEC.json ROW.json (as the sweep runs it); "
     "one case by hand: python -m benches case --strategy NAME --out DIR [options]"
@@ -108,6 +110,7 @@ class Wall:
         "gradient_check",
         "warmup",
         "timed_pairs",
+        "plain_growth",
         "other_pairs",
         "cost_model",
         "memory_pass",
@@ -200,8 +203,6 @@ def timed_pairs(spec, runner, workload, timed, counter, wall: Wall) -> tuple[dic
         samples["sync"] = []
     footprint: list[int] = []  # memory after each pair: a leak shows as a slope
     collectives: list[dict[str, Any]] = []
-    runner.watch = lambda: footprint_bytes(workload.device)
-    runner.grown = {"mine": [], "plain": []}
     for i in range(spec.repeat):
         before = counter.snapshot()
         with training.no_recompile(recipe.compile):  # compiling here would be timed: fail
@@ -213,17 +214,20 @@ def timed_pairs(spec, runner, workload, timed, counter, wall: Wall) -> tuple[dic
         samples["plain_reset"].append(plain_t["reset"])
         samples["cpu_pressure"].append(pressure)
         footprint.append(footprint_bytes(workload.device))
-    runner.watch = None
     wall.lap("timed_pairs")
+    peak_rss = memory.status_bytes("VmHWM") if hwm_reset else None
+    plain = None if spec.time_only else plain_growth(runner, workload, timed)
+    wall.lap("plain_growth")
     context = {
         "rss_after_setup_bytes": rss_after_setup,
-        "peak_rss_bytes": memory.status_bytes("VmHWM") if hwm_reset else None,
+        "peak_rss_bytes": peak_rss,
         "peak_rss_is_since_setup": hwm_reset,
-        # what the strategy's windows added per window, and the plain loop's beside them
-        "growth_bytes_per_window": window_growth(runner.grown["mine"]),
-        "plain_growth_bytes_per_window": window_growth(runner.grown["plain"]),
-        "growth_windows": len(runner.grown["mine"]),
-        "process_growth_bytes_per_pair": stats.slope(range(len(footprint)), footprint),
+        # the process's growth per pair (one window of the strategy, one of the plain loop),
+        # and the plain loop's own over windows of its own after the pairs, in this process
+        "growth_bytes_per_window": stats.slope(range(len(footprint)), footprint),
+        "growth_windows": len(footprint),
+        "plain_growth_bytes_per_window": plain,
+        "plain_growth_windows": GROWTH_WINDOWS if plain is not None else 0,
         "growth_measure": "cuda_allocated" if workload.device.type == "cuda" else "rss",
     }
     return samples, context, collectives
@@ -236,10 +240,17 @@ def footprint_bytes(device: torch.device) -> int:
     return memory.status_bytes("VmRSS") or 0
 
 
-def window_growth(added: list[int]) -> float:
-    """Bytes per window that one loop's windows kept: the slope of what they added, summed
-    window by window (a one-off step in the first window moves every point alike: no slope)."""
-    return stats.slope(range(len(added)), list(itertools.accumulate(added)))
+def plain_growth(runner: PairedRunner, workload, timed) -> float:
+    """The plain loop's own growth per window: GROWTH_WINDOWS of its windows alone, off the
+    clock, after the pairs. Memory read around each window of a pair cannot tell whose a byte
+    is (what one loop frees the other reuses: on small, native's windows seemed to add 6 MB
+    each and the plain loop's to free as much), so the plain loop runs alone to be its own."""
+    assert runner.plain is not None
+    footprint = []
+    for i in range(GROWTH_WINDOWS):
+        runner.plain.window(*timed[i % 2])
+        footprint.append(footprint_bytes(workload.device))
+    return stats.slope(range(len(footprint)), footprint)
 
 
 def other_settings(spec: CaseSpec, runner: PairedRunner, timed, samples: dict) -> float | None:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import itertools
 import statistics
 import time
-from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -233,10 +232,6 @@ class PairedRunner:
         self.label = strategy
         self.plain: Loop | None = None
         self.other: Loop | None = None
-        # memory read around each window of a pair (off its clock) while set: the bytes each
-        # loop's windows added, so a leak is the strategy's and not the plain loop's
-        self.watch: Callable[[], int] | None = None
-        self.grown: dict[str, list[int]] = {"mine": [], "plain": []}
 
     def add_plain(self) -> None:
         """The plain loop's replica, with the strategy replica's weights as they are now (after
@@ -269,14 +264,11 @@ class PairedRunner:
         order = [("mine", self.strategy), ("plain", self.plain)]
         timings, pressures = {}, []
         for role, loop in order if mine_first(index) else order[::-1]:
-            held = self.watch() if self.watch is not None else 0
             stall, start = psi_cpu("total"), time.perf_counter()  # total: stalled microseconds
             timings[role] = loop.window(batches, tokens)
             wall, after = time.perf_counter() - start, psi_cpu("total")
             if stall is not None and after is not None and wall > 0:
                 pressures.append((after - stall) / 1e6 / wall)
-            if self.watch is not None:
-                self.grown[role].append(self.watch() - held)
         return timings["mine"], timings["plain"], max(pressures) if pressures else None
 
     def flavour_pair(self, index: int, batches, tokens: float, other: str) -> tuple[float, float]:

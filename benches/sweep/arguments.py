@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from benches.engine import bound, envinfo, gradients, memory, results, training
+from benches.engine.case import GROWTH_WINDOWS
 from benches.engine.spec import OPTION, SWEEP_IDENTITY, parse_options
 from benches.workloads import protocol
 from benches.workloads.transformer import PRESETS
@@ -429,6 +430,7 @@ def case_timeout(args, device: str, preset: str, k: int, pairs: tuple[int, int],
     windows = 2 * (repeat + warmup) + 3 * gradients.CHECK_WINDOWS + 2 * memory.MEMORY_WINDOWS
     windows += 2 * 2 + 1  # the timeline's windows (strategy, plain), the cost model's count
     windows += 8  # the float64 model's window of total_error (float64 runs slower)
+    windows += GROWTH_WINDOWS  # the plain loop alone: its growth per window
     if parallel in ("fsdp2", "hsdp"):  # the flavour pass: pairs of the strategy's windows
         windows += 2 * (repeat + warmup)
     if recipe["compare_settings"]:  # the other setting's loop: pairs with the strategy's
