@@ -1,21 +1,23 @@
 """Leaks as a verdict: a strategy whose windows keep memory, beyond what the plain loop's keep.
 
 Every case reads its process's memory (the resident set on CPU, CUDA's allocated bytes on a GPU)
-after each timed pair, one window of the strategy and one of the plain loop:
-``memory.growth_bytes_per_window`` is the slope of those readings over ``growth_windows`` pairs.
-Then the plain loop runs ``plain_growth_windows`` windows alone in the same process, off the
-clock: ``plain_growth_bytes_per_window`` is its own growth. (Memory read around each window of a
-pair cannot say whose a byte is: what one loop frees, the other reuses.)
+before its timed pairs and after each, one window of the strategy and one of the plain loop:
+``memory.growth_bytes_per_window`` is the median of those ``growth_windows`` increments. Then the
+plain loop runs ``plain_growth_windows`` windows alone in the same process, off the clock:
+``plain_growth_bytes_per_window``, the median of its increments, is its own growth. (Memory read
+around each window of a pair cannot say whose a byte is: what one loop frees, the other reuses.)
+A median, not a slope: the allocator moves the resident set in steps of whole freed tensors
+(on small, native's process fell by 49 MB in one window and took 25 MB back in the next), which
+tilt a least-squares slope by MBs per window and move a median not at all, while a leak adds its
+bytes in every window.
 
 A case ``leaks`` when, in the median of its processes, it grows by more than ``LEAK_BYTES`` per
-window over at least ``LEAK_WINDOWS`` pairs, and by more than that beyond the plain loop's own
-growth. Why 64 KiB: native, block, lazy and global grew by at most a few KiB per pair on tiny
-and small, and the plain loop alone as little (README, "Leaks"), while the allocator moves the
-resident set in steps (glibc extends its heap by 128 KiB): one such step between the 2nd and
-3rd of 4 readings is a slope of 51 KiB per window, over 8 readings less. Above 64 KiB per window
-for 4 windows the process kept 256 KiB or more, window after window, which no one-off step
-explains. Fewer windows, or rows without the plain loop's own figure (time-only processes,
-older rows): ``unmeasured``, never guessed.
+window over at least ``LEAK_WINDOWS`` windows, and by more than that beyond the plain loop's own
+growth (a plain loop that shrinks lends nothing). Why 64 KiB: native, block, lazy and global
+grew by 0 to 4 KiB per window (a page) on tiny and small, and the plain loop alone as little
+(README, "Leaks"); 64 KiB is 16 pages every window, and a strategy that keeps it leaks 640 MB
+over 10,000 windows. Fewer windows, or rows without the plain loop's own figure (time-only
+processes, older rows): ``unmeasured``, never guessed.
 """
 
 from __future__ import annotations

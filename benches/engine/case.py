@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import gc
 import importlib
+import itertools
 import json
 import os
 import statistics
@@ -201,7 +202,8 @@ def timed_pairs(spec, runner, workload, timed, counter, wall: Wall) -> tuple[dic
     samples.update(plain_window=[], plain_reset=[], cpu_pressure=[])
     if spec.parallel != "none":
         samples["sync"] = []
-    footprint: list[int] = []  # memory after each pair: a leak shows as a slope
+    # memory before the pairs and after each: a leak adds to it window after window
+    footprint = [footprint_bytes(workload.device)]
     collectives: list[dict[str, Any]] = []
     for i in range(spec.repeat):
         before = counter.snapshot()
@@ -216,7 +218,7 @@ def timed_pairs(spec, runner, workload, timed, counter, wall: Wall) -> tuple[dic
         footprint.append(footprint_bytes(workload.device))
     wall.lap("timed_pairs")
     peak_rss = memory.status_bytes("VmHWM") if hwm_reset else None
-    plain = None if spec.time_only else plain_growth(runner, workload, timed)
+    plain = [] if spec.time_only else plain_footprint(runner, workload, timed)
     wall.lap("plain_growth")
     context = {
         "rss_after_setup_bytes": rss_after_setup,
@@ -224,10 +226,12 @@ def timed_pairs(spec, runner, workload, timed, counter, wall: Wall) -> tuple[dic
         "peak_rss_is_since_setup": hwm_reset,
         # the process's growth per pair (one window of the strategy, one of the plain loop),
         # and the plain loop's own over windows of its own after the pairs, in this process
-        "growth_bytes_per_window": stats.slope(range(len(footprint)), footprint),
-        "growth_windows": len(footprint),
-        "plain_growth_bytes_per_window": plain,
-        "plain_growth_windows": GROWTH_WINDOWS if plain is not None else 0,
+        "growth_bytes_per_window": per_window(footprint),
+        "growth_windows": len(footprint) - 1,
+        "growth_readings": footprint,
+        "plain_growth_bytes_per_window": per_window(plain) if plain else None,
+        "plain_growth_windows": max(0, len(plain) - 1),
+        "plain_growth_readings": plain,
         "growth_measure": "cuda_allocated" if workload.device.type == "cuda" else "rss",
     }
     return samples, context, collectives
@@ -240,17 +244,27 @@ def footprint_bytes(device: torch.device) -> int:
     return memory.status_bytes("VmRSS") or 0
 
 
-def plain_growth(runner: PairedRunner, workload, timed) -> float:
-    """The plain loop's own growth per window: GROWTH_WINDOWS of its windows alone, off the
-    clock, after the pairs. Memory read around each window of a pair cannot tell whose a byte
-    is (what one loop frees the other reuses: on small, native's windows seemed to add 6 MB
-    each and the plain loop's to free as much), so the plain loop runs alone to be its own."""
+def per_window(readings: list[int]) -> float | None:
+    """Bytes kept per window: the median of the window-to-window increments of ``readings``.
+    Not a least-squares slope: the allocator moves the resident set in steps of whole freed
+    tensors (on small, native's process dropped by 49 MB in one window and took 25 MB back in
+    the next), and a step that would tilt a slope by MBs per window moves a median not at all,
+    while a leak adds its bytes in every window."""
+    steps = [b - a for a, b in itertools.pairwise(readings)]
+    return statistics.median(steps) if steps else None
+
+
+def plain_footprint(runner: PairedRunner, workload, timed) -> list[int]:
+    """The process's memory before and after each of GROWTH_WINDOWS windows of the plain loop
+    alone, off the clock, after the pairs: its own growth. Memory read around each window of a
+    pair cannot tell whose a byte is (what one loop frees the other reuses: on small, native's
+    windows seemed to add 6 MB each and the plain loop's to free as much), so it runs alone."""
     assert runner.plain is not None
-    footprint = []
+    footprint = [footprint_bytes(workload.device)]
     for i in range(GROWTH_WINDOWS):
         runner.plain.window(*timed[i % 2])
         footprint.append(footprint_bytes(workload.device))
-    return stats.slope(range(len(footprint)), footprint)
+    return footprint
 
 
 def other_settings(spec: CaseSpec, runner: PairedRunner, timed, samples: dict) -> float | None:
