@@ -1,15 +1,16 @@
 """Leaks as a verdict: a strategy whose windows keep memory, beyond what the plain loop's keep.
 
-Every case reads its process's memory (the resident set on CPU, CUDA's allocated bytes on a GPU)
-before its timed pairs and after each, one window of the strategy and one of the plain loop:
+Every case reads its process's memory (``memory.growth_measure``: CUDA's allocated bytes on a
+GPU; on CPU the bytes glibc's malloc has out, ``mallinfo2``, else the resident set) before its
+timed pairs and after each, one window of the strategy and one of the plain loop:
 ``memory.growth_bytes_per_window`` is the median of those ``growth_windows`` increments. Then the
 plain loop runs ``plain_growth_windows`` windows alone in the same process, off the clock:
 ``plain_growth_bytes_per_window``, the median of its increments, is its own growth. (Memory read
 around each window of a pair cannot say whose a byte is: what one loop frees, the other reuses.)
-A median, not a slope: the allocator moves the resident set in steps of whole freed tensors
-(on small, native's process fell by 49 MB in one window and took 25 MB back in the next), which
-tilt a least-squares slope by MBs per window and move a median not at all, while a leak adds its
-bytes in every window.
+A median, not a slope: the resident set moves in steps of whole freed tensors (on small,
+native's process fell by 49 MB in one window and took 25 MB back in the next), which tilt a
+least-squares slope by MBs per window and move a median not at all, while a leak adds its bytes
+in every window; malloc's bytes in use do not see those steps at all (pages kept or returned).
 
 A case ``leaks`` when, in the median of its processes, it grows by more than ``LEAK_BYTES`` per
 window over at least ``LEAK_WINDOWS`` windows, and by more than that beyond the plain loop's own

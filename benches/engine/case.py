@@ -232,24 +232,35 @@ def timed_pairs(spec, runner, workload, timed, counter, wall: Wall) -> tuple[dic
         "plain_growth_bytes_per_window": per_window(plain) if plain else None,
         "plain_growth_windows": max(0, len(plain) - 1),
         "plain_growth_readings": plain,
-        "growth_measure": "cuda_allocated" if workload.device.type == "cuda" else "rss",
+        "growth_measure": growth_measure(workload.device),
     }
     return samples, context, collectives
 
 
-def footprint_bytes(device: torch.device) -> int:
-    """The process's memory now: CUDA's allocated bytes on a GPU, else the resident set."""
+def growth_measure(device: torch.device) -> str:
+    """What a case reads to see memory kept: CUDA's allocated bytes on a GPU; on CPU the bytes
+    malloc has out (glibc), else the resident set."""
     if device.type == "cuda":
+        return "cuda_allocated"
+    return "malloc_in_use" if memory.malloc_in_use() is not None else "rss"
+
+
+def footprint_bytes(device: torch.device) -> int:
+    """The process's memory now, as ``growth_measure`` says."""
+    measure = growth_measure(device)
+    if measure == "cuda_allocated":
         return torch.cuda.memory_allocated(device)
+    if measure == "malloc_in_use":
+        return memory.malloc_in_use() or 0
     return memory.status_bytes("VmRSS") or 0
 
 
 def per_window(readings: list[int]) -> float | None:
     """Bytes kept per window: the median of the window-to-window increments of ``readings``.
-    Not a least-squares slope: the allocator moves the resident set in steps of whole freed
-    tensors (on small, native's process dropped by 49 MB in one window and took 25 MB back in
-    the next), and a step that would tilt a slope by MBs per window moves a median not at all,
-    while a leak adds its bytes in every window."""
+    Not a least-squares slope: the resident set moves in steps of whole freed tensors (on small,
+    native's process dropped by 49 MB in one window and took 25 MB back in the next), and a
+    one-off step that would tilt a slope by MBs per window moves a median not at all, while a
+    leak adds its bytes in every window."""
     steps = [b - a for a, b in itertools.pairwise(readings)]
     return statistics.median(steps) if steps else None
 
