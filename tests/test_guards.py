@@ -247,6 +247,18 @@ def test_a_plugin_that_exits_on_import_is_a_usage_line(tmp_path, capsys, monkeyp
     assert "--plugin 'exiting_plugin' called sys.exit(3)" in one_line(capsys.readouterr().err)
 
 
+def test_a_workload_that_exits_is_a_usage_line(tmp_path, capsys, monkeypatch):
+    (tmp_path / "exiting_workload.py").write_text(
+        "import sys\n\ndef workload(settings):\n    sys.exit(3)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    argv = ["run", "--workload", "exiting_workload:workload", "--preset", "tiny"]
+    assert cli.main([*argv, "--out", str(tmp_path / "out")]) == 2
+    line = one_line(capsys.readouterr().err)
+    assert "--workload 'exiting_workload:workload' called sys.exit(3)" in line, line
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize(
     "argv, named",
     [
