@@ -149,7 +149,7 @@ def leaks_of(
         and isinstance(c.get("strategy"), str)
         and all(
             isinstance(c.get(key), int | float)
-            for key in ("growth_bytes_per_window", "plain_growth_bytes_per_window")
+            for key in ("strategy_growth_bytes_per_window", "plain_growth_bytes_per_window")
         )
         for c in found
     ):

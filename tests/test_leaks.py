@@ -48,8 +48,9 @@ def entry(*processes: tuple[float | None, float | None, int, int]) -> dict:
         ([(65 * KIB, 0.0, 8, 4)], "leaks"),
         ([(63 * KIB, 0.0, 8, 4)], "steady"),
         ([(65 * KIB, -30 * KIB, 4, 4)], "leaks"),  # a plain loop that shrinks lends nothing
-        ([(200 * KIB, 150 * KIB, 8, 4)], "steady"),  # the plain loop's own growth: 50 KiB more
-        ([(300 * KIB, 150 * KIB, 8, 4)], "leaks"),
+        ([(300 * KIB, 150 * KIB, 8, 4)], "steady"),  # both windows of the pair grow alike
+        ([(360 * KIB, 150 * KIB, 8, 4)], "steady"),  # the strategy's 210: 60 KiB beyond 150
+        ([(370 * KIB, 150 * KIB, 8, 4)], "leaks"),  # 220: 70 KiB beyond
         ([(4 * 2**20, 0.0, 3, 4)], "unmeasured"),  # fewer than 4 pairs
         ([(4 * 2**20, 0.0, 8, 2)], "unmeasured"),  # the plain loop alone for fewer than 4
         ([(4 * 2**20, None, 8, 0)], "unmeasured"),  # a time-only process, an older row
@@ -62,7 +63,9 @@ def test_the_leak_rule(processes, word):
     assert judged["verdict"] == word
     if word != "unmeasured":
         growth = sorted(p[0] for p in processes)[len(processes) // 2]
+        plain = max(sorted(p[1] for p in processes)[len(processes) // 2], 0)
         assert judged["growth_bytes_per_window"] == growth
+        assert judged["excess_bytes_per_window"] == growth - 2 * plain
         assert judged["processes"] == len(processes)
 
 
