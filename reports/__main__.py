@@ -14,7 +14,10 @@ A usage error is one line on stderr naming the bad value, and exit status 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from reports.verdicts import DEFAULT_MIN_EFFECT
@@ -85,6 +88,52 @@ def results_dir(directory: Path) -> Path:
     return directory
 
 
+# what a sweep's directory holds that no other command may write over (its own report is
+# rewritten only by ``build``); compare's page and compare.json are the only outputs beside them
+RUN_FILES = ("results.jsonl", "run.json", "verdicts.json", "index.html", "pytest-benchmark.json")
+RUN_FOLDERS = ("cases", "logs", "memray")
+
+
+def protected(directories: list[Path]) -> dict[Path, str]:
+    """Every input or output of the runs a command reads: its resolved path -> what it is."""
+    out = {}
+    for directory in directories:
+        for name in RUN_FILES:
+            out[(directory / name).resolve()] = f"{name} of run {str(directory)!r}"
+    return out
+
+
+def compare_out(dir_a: Path, dir_b: Path, given: Path | None) -> Path:
+    """--out checked: a writable page that overwrites none of either run's files."""
+    from reports.compare import COMPARE
+
+    out = given if given is not None else dir_b / "compare.html"
+    if out.is_dir():
+        raise UsageError(f"--out {str(out)!r} is a directory; give a file name")
+    if not out.parent.is_dir():
+        raise UsageError(f"--out {str(out)!r}: folder {str(out.parent)!r} does not exist")
+    page, data = out.resolve(), (out.parent / COMPARE).resolve()
+    if page == data:
+        raise UsageError(f"--out {str(out)!r} is where {COMPARE} goes; give an .html name")
+    runs = protected([dir_a, dir_b])
+    for path in (page, data):
+        if path in runs:
+            raise UsageError(
+                f"--out {str(out)!r} would overwrite {runs[path]}; give a path outside the runs' "
+                f"files (default {str(dir_b / 'compare.html')!r})"
+            )
+    for directory in (dir_a, dir_b):
+        for name in RUN_FOLDERS:
+            if page.parent.is_relative_to((directory / name).resolve()):
+                raise UsageError(
+                    f"--out {str(out)!r} is inside {name}/ of run {str(directory)!r}; "
+                    "give a path outside it"
+                )
+    if not os.access(out.parent, os.W_OK):
+        raise UsageError(f"--out {str(out)!r}: folder {str(out.parent)!r} is not writable")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
@@ -95,32 +144,51 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "history":
             return run_history(args)
         if args.command == "build":
-            directory = results_dir(args.directory)
-        else:
-            dir_a, dir_b = results_dir(args.dir_a), results_dir(args.dir_b)
-            out = args.out if args.out is not None else dir_b / "compare.html"
-            if out.is_dir():
-                raise UsageError(f"--out {str(out)!r} is a directory; give a file name")
-            if not out.parent.is_dir():
-                raise UsageError(f"--out {str(out)!r}: folder {str(out.parent)!r} does not exist")
+            return run_build(results_dir(args.directory))
+        dir_a, dir_b = results_dir(args.dir_a), results_dir(args.dir_b)
+        return run_compare(dir_a, dir_b, compare_out(dir_a, dir_b, args.out))
     except UsageError as err:
         print(f"{PROG}: error: {err}", file=sys.stderr)
         return 2
+
+
+def run_build(directory: Path) -> int:
+    from reports.build import build
+
+    with bad_input(directory):
+        print(build(directory))
+    return 0
+
+
+def run_compare(dir_a: Path, dir_b: Path, out: Path) -> int:
+    from reports.compare import compare
+
+    with bad_input(dir_a, dir_b):
+        print(compare(dir_a, dir_b, out))
+    return 0
+
+
+@contextlib.contextmanager
+def bad_input(*directories: Path) -> Iterator[None]:
+    """What the reader refuses (SchemaError: file, line, field), a comparison with nothing to
+    compare, or a file that cannot be written: one line (a UsageError), never a traceback. Any
+    other error in reading a run's rows is one line too, naming the directories and the error."""
+    from reports.compare import CompareError
     from reports.rows import SchemaError
 
     try:
-        if args.command == "build":
-            from reports.build import build
-
-            print(build(directory))
-        else:
-            from reports.compare import compare
-
-            print(compare(dir_a, dir_b, out))
-    except SchemaError as err:
-        print(f"{PROG}: error: {err}", file=sys.stderr)
-        return 2
-    return 0
+        yield
+    except (SchemaError, CompareError) as err:
+        raise UsageError(str(err)) from None
+    except OSError as err:
+        where = f" {str(err.filename)!r}" if err.filename else ""
+        raise UsageError(f"cannot write{where}: {err.strerror or err}") from None
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as err:
+        runs = " and ".join(repr(str(d)) for d in directories)
+        raise UsageError(
+            f"{runs}: a row or run.json the report cannot read "
+            f"({type(err).__name__}: {str(err)[:200]})".replace("\n", " ")
+        ) from None
 
 
 def run_gate(args: argparse.Namespace) -> int:
@@ -144,6 +212,14 @@ def run_history(args: argparse.Namespace) -> int:
         page, shown = write(args.asv_dir, args.min_effect)
     except HistoryError as err:
         raise UsageError(str(err)) from None
+    except OSError as err:
+        where = f" {str(err.filename)!r}" if err.filename else ""
+        raise UsageError(f"cannot write{where}: {err.strerror or err}") from None
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as err:
+        raise UsageError(
+            f"{str(args.asv_dir)!r}: an asv results file the history cannot read "
+            f"({type(err).__name__}: {str(err)[:200]})".replace("\n", " ")
+        ) from None
     counts = shown["counts"]
     print(
         f"{len(shown['steps'])} steps over {len(shown['commits'])} commits: "

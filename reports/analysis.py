@@ -12,7 +12,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from reports import profile, stats, targets, verdicts
+from reports import leaks, profile, stats, targets, verdicts
 from reports.recipe import (
     check_summary,
     error_table,
@@ -21,10 +21,12 @@ from reports.recipe import (
     recipe,
     settings_table,
 )
-from reports.rows import REFERENCE, RESULTS, pooled, read, strategy_order
+from reports.rows import REFERENCE, RESULTS, SchemaError, pooled, read, strategy_order
 
 
 def _run_info(directory: Path) -> dict[str, Any]:
+    """DIR/run.json ({} when there is none, or it is not JSON: the rows are the data); a
+    run.json whose parts have the wrong type is a SchemaError naming the field."""
     path = directory / "run.json"
     if not path.exists():
         return {}
@@ -32,7 +34,19 @@ def _run_info(directory: Path) -> dict[str, Any]:
         run = json.loads(path.read_text(encoding="utf-8"))
     except ValueError:
         return {}
-    return run if isinstance(run, dict) else {}
+    if not isinstance(run, dict):
+        return {}
+    for key in ("sweep", "env", "case_settings"):
+        if run.get(key) is not None and not isinstance(run[key], dict):
+            raise SchemaError(f"{path}: field {key!r} is not an object")
+    min_effect = (run.get("sweep") or {}).get("min_effect")
+    if min_effect is not None and (
+        isinstance(min_effect, bool) or not isinstance(min_effect, int | float)
+    ):
+        raise SchemaError(
+            f"{path}: field 'sweep.min_effect' is {json.dumps(min_effect)}; valid: a fraction"
+        )
+    return run
 
 
 def _pytest_benchmark(directory: Path) -> dict[str, Any] | None:
@@ -105,6 +119,8 @@ def answer(entries: list[dict[str, Any]], k: int, n: int, result: dict[str, Any]
     here = [
         e for e in entries if e.get("phases") and (e["accumulate"], e["live_tensors"]) == (k, n)
     ]
+    leaky = leaks.leaking(result, k, n)  # never the answer, on time or on memory
+    here = [e for e in here if e["strategy"] not in leaky]
     excluded = sorted(e["strategy"] for e in here if noisy_entry(e))
     every = here  # memory is exact: CPU pressure does not touch it
     here = [e for e in here if not noisy_entry(e)]
@@ -115,6 +131,7 @@ def answer(entries: list[dict[str, Any]], k: int, n: int, result: dict[str, Any]
         "n": n,
         "candidates": len(here),
         "excluded_noisy": excluded,
+        "excluded_leaking": [c for c in result.get("leaks", []) if (c["k"], c["n"]) == (k, n)],
         "resolution": floor.get("resolution"),
         "between_process_sd": floor.get("sd"),
         "min_effect": result["min_effect"],
@@ -122,7 +139,7 @@ def answer(entries: list[dict[str, Any]], k: int, n: int, result: dict[str, Any]
     leanest(every, k, n, result, out)
     if not here:
         out["advice"] = f"No strategy finished without CPU pressure at K={k}, N={n}."
-        return out
+        return leak_advice(out)
     by_time = sorted(here, key=lambda e: verdicts.overhead(e)["ratio"] or math.inf)
     fastest = by_time[0]
     out["fastest"] = {
@@ -141,6 +158,19 @@ def answer(entries: list[dict[str, Any]], k: int, n: int, result: dict[str, Any]
             result, fastest["strategy"], runner["strategy"], k, n, "window"
         )
     out["advice"] = advice(out, entries, k)
+    return leak_advice(out)
+
+
+def leak_advice(out: dict[str, Any]) -> dict[str, Any]:
+    """The advice says which strategies leak, and that they were left out of it."""
+    leaky = out["excluded_leaking"]
+    if leaky:
+        names = ", ".join(_name(c["strategy"]) for c in leaky)
+        worst = max(c["excess_bytes_per_window"] for c in leaky)
+        out["advice"] += (
+            f" Left out: {names} {'leaks' if len(leaky) == 1 else 'leak'} memory (up to "
+            f"{worst / 2**10:,.0f} KiB per window beyond the plain loop's growth)."
+        )
     return out
 
 
@@ -335,8 +365,10 @@ def case_table(entries: list[dict[str, Any]], result: dict[str, Any]) -> list[di
                     "param_bytes",
                     "peak_rss_bytes",
                     "growth_bytes_per_window",
+                    "plain_growth_bytes_per_window",
                 )
             }
+            line["leak"] = leaks.lookup(result, e)
             line["memory"]["growth_measure"] = next(
                 (r["memory"].get("growth_measure") for r in rows if r.get("memory")), None
             )

@@ -19,11 +19,22 @@ import math
 from pathlib import Path
 from typing import Any
 
-from reports import analysis, charts, stats, verdicts
+from reports import analysis, charts, leaks, stats, verdicts
 from reports.build import environment
 from reports.rows import PHASES, SWEEP_IDENTITY, pooled, read
 
 COMPARE = "compare.json"
+
+
+class CompareError(ValueError):
+    """Two runs that cannot be compared (no case in common): one line, exit 2."""
+
+
+def _cases_text(cases) -> str:
+    shown = sorted(f"{name} K={k} N={n}" for name, k, n, _ in cases)
+    return (
+        ", ".join(shown[:4]) + (f" and {len(shown) - 4} more" if len(shown) > 4 else "") or "none"
+    )
 
 
 def _side(directory: Path) -> dict[str, Any]:
@@ -122,6 +133,11 @@ def comparison(dir_a: str | Path, dir_b: str | Path) -> dict[str, Any]:
         set(a["cases"]) & set(b["cases"]),
         key=lambda k: (analysis.strategy_order(k[0]), k[1], k[2]),
     )
+    if not common:
+        raise CompareError(
+            f"runs {str(dir_a)!r} and {str(dir_b)!r} have no ok case in common (strategy, K, N, "
+            f"grad_sync); A has {_cases_text(a['cases'])}; B has {_cases_text(b['cases'])}"
+        )
     # the noise between processes of both runs, per group: each run's processes of a case
     # differ by the same kind of process offset, so the variance pools over both
     spreads = verdicts.noise([*a["cases"].values(), *b["cases"].values()], min_effect)
@@ -144,6 +160,7 @@ def comparison(dir_a: str | Path, dir_b: str | Path) -> dict[str, Any]:
         "rule": verdicts.RULE,
         "between_runs": drift,
         "counts": counts,
+        "growth": leaks.growth_verdicts(list(b["cases"].values())),
         "only_a": [k for k in a["cases"] if k not in b["cases"]],
         "only_b": [k for k in b["cases"] if k not in a["cases"]],
         "failed": [(side, key) for side, s in (("A", a), ("B", b)) for key in s["failed"]],
@@ -186,6 +203,9 @@ def compare_json(result: dict[str, Any]) -> dict[str, Any]:
         "rule": result["rule"],
         "between_runs": result["between_runs"],
         "comparisons": result["comparisons"],
+        # run B's cases that keep memory window after window: a leak fails the gate
+        "leaks": [c for c in result["growth"] if c["verdict"] == "leaks"],
+        "leak_rule": leaks.RULE,
     }
 
 

@@ -1,8 +1,10 @@
 """``python -m reports gate FILE``: a CI verdict from ``compare.json`` or ``verdicts.json``.
 
-Exit 1 when any selected comparison has the ``--fail-on`` verdict (default ``higher``), one line
-per offending comparison; 0 otherwise, also when nothing matched (said in one line); 2 on a bad
-file or argument (``reports.__main__`` turns ``GateError`` into that).
+Exit 1 when any selected comparison has the ``--fail-on`` verdict (default ``higher``), or a
+strategy gated ``leaks`` (``reports.leaks``), one line per offender; 0 otherwise, also when no
+comparison of the asked metric matched (said in one line); 2 on a bad or malformed file, a
+``--pair`` name absent from the file, a file with no comparison (two runs with no case in
+common), or a bad argument (``reports.__main__`` turns ``GateError`` into that).
 
 A ``compare.json`` holds one comparison per case of run B against the same case of run A, so it
 is gated as it is. A ``verdicts.json`` compares the strategies of one sweep with each other, and
@@ -16,6 +18,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from reports import leaks
 from reports.verdicts import FLIP, METRICS, invert, ratio_text
 
 WORDS = tuple(FLIP)
@@ -38,8 +41,36 @@ def load(path: Path) -> tuple[str, dict[str, Any]]:
             f"{str(path)!r} has no 'comparisons' list; valid files: compare.json "
             "(python -m reports compare) or verdicts.json (a sweep's)"
         )
+    for number, c in enumerate(data["comparisons"]):
+        if not isinstance(c, dict) or not isinstance(c.get("verdict"), str):
+            raise GateError(
+                f"{str(path)!r}: comparisons[{number}] has no 'verdict' word "
+                f"({json.dumps(c)[:80]}); valid files: compare.json or verdicts.json"
+            )
+        if c["verdict"] not in WORDS:
+            raise GateError(
+                f"{str(path)!r}: comparisons[{number}] has verdict {c['verdict']!r}; "
+                f"valid: {', '.join(WORDS)}"
+            )
     kind = "compare" if all("strategy" in c for c in data["comparisons"]) else "verdicts"
+    if not data["comparisons"]:
+        raise GateError(
+            f"{str(path)!r} holds no comparison (two runs with no case in common?): nothing to gate"
+        )
     return kind, data
+
+
+def check_pair(path: Path, data: dict[str, Any], pair: tuple[str, str]) -> None:
+    """Both names of --pair are strategies of the file, or a GateError naming the absent one."""
+    names = sorted({str(c.get(side)) for c in data["comparisons"] for side in ("a", "b")})
+    for name in pair:
+        if name not in names:
+            raise GateError(
+                f"--pair name {name!r} is not a strategy of {str(path)!r}; "
+                f"valid: {', '.join(names)}"
+            )
+    if pair[0] == pair[1]:
+        raise GateError(f"--pair {pair[0]},{pair[1]} names one strategy twice; valid: A,B")
 
 
 def select(
@@ -94,14 +125,39 @@ def gate(
             f"--pair applies to a verdicts.json; {str(path)!r} is a compare.json "
             "(run B's cases against run A's)"
         )
+    if pair is not None:
+        check_pair(path, data, pair)
     chosen = select(kind, data, metrics, pair)
     what = f"metric {', '.join(metrics)}" + (f", pair {pair[0]},{pair[1]}" if pair else "")
     if not chosen:
         return 0, [f"gate: no comparison matched ({what}) in {path}; nothing to gate"]
-    bad = [c for c in chosen if c.get("verdict") == fail_on]
-    if bad:
-        return 1, [describe(c) for c in bad]
-    return 0, [f"gate passed: {len(chosen)} comparisons ({what}), none {fail_on}"]
+    bad = [describe(c) for c in chosen if c.get("verdict") == fail_on]
+    leaking = [leaks.describe(c) for c in leaks_of(path, kind, data, pair)]
+    if bad or leaking:
+        return 1, bad + leaking
+    return 0, [f"gate passed: {len(chosen)} comparisons ({what}), none {fail_on}, no leak"]
+
+
+def leaks_of(
+    path: Path, kind: str, data: dict[str, Any], pair: tuple[str, str] | None
+) -> list[dict[str, Any]]:
+    """The cases the file calls ``leaks`` (run B's in a compare.json; the pair's strategies'
+    in a verdicts.json): a leak fails the gate whatever --fail-on says."""
+    found = data.get("leaks") or []
+    if not isinstance(found, list) or not all(
+        isinstance(c, dict)
+        and isinstance(c.get("strategy"), str)
+        and all(
+            isinstance(c.get(key), int | float)
+            for key in ("strategy_growth_bytes_per_window", "plain_growth_bytes_per_window")
+        )
+        for c in found
+    ):
+        raise GateError(f"{str(path)!r}: 'leaks' is not a list of growth verdicts")
+    if kind == "verdicts":
+        assert pair is not None
+        return [c for c in found if c["strategy"] in pair]
+    return found
 
 
 def parse_pair(text: str | None) -> tuple[str, str] | None:

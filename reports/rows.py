@@ -83,8 +83,61 @@ def read(directory: str | Path) -> list[dict[str, Any]]:
                         f"{path}:{number}: row {row.get('case_id', '?')!r} has no field "
                         f"{missing[0]!r} (a case's identity: {', '.join(CASE_KEY)})"
                     )
+                bad = malformed(row)
+                if bad:
+                    raise SchemaError(f"{path}:{number}: row {row.get('case_id', '?')!r} {bad}")
             rows.append(row)
     return rows
+
+
+# the fields of an ok row the reports read, with the JSON type each must have (null allowed)
+OBJECTS = (
+    "phases",
+    "samples",
+    "overhead",
+    "memory",
+    "cpu_pressure",
+    "grad_check",
+    "wall_s",
+    "env",
+    "cost_model",
+    "accumulation_error",
+    "total_error",
+    "grad_sync_vs_every",
+    "settings_vs",
+    "collectives_per_window",
+)
+TEXTS = ("strategy", "options", "grad_sync", "precision", "device", "workload", "preset")
+COUNTS = ("accumulate", "live_tensors", "repeat", "warmup", "threads", "world_size", "round")
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def malformed(row: dict[str, Any]) -> str | None:
+    """What is wrong with an ok row's shape, naming the field ('field 'samples' is a str ...'),
+    or None: so a hand-edited or foreign row is one line, never a traceback in the report."""
+    for key in OBJECTS:
+        if row.get(key) is not None and not isinstance(row[key], dict):
+            return f"field {key!r} is a {_kind(row[key])}; valid: an object or null"
+    for key in TEXTS:
+        if key in row and not isinstance(row[key], str):
+            return f"field {key!r} is a {_kind(row[key])}; valid: a string"
+    for key in COUNTS:
+        value = row.get(key, 0)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            return f"field {key!r} is {json.dumps(value)}; valid: an integer >= 0"
+    for phase, values in (row.get("samples") or {}).items():
+        if not isinstance(values, list) or not all(
+            v is None or (isinstance(v, int | float) and not isinstance(v, bool)) for v in values
+        ):
+            return f"field 'samples.{phase}' is not a list of numbers ({json.dumps(values)[:60]})"
+    for key, value in (row.get("memory") or {}).items():
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if key.endswith(("_bytes", "_per_window")) and value is not None and not number:
+            return f"field 'memory.{key}' is {json.dumps(value)[:60]}; valid: a number or null"
+    return None
 
 
 def case_key(row: dict[str, Any]) -> tuple:

@@ -46,7 +46,7 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
-from reports import stats
+from reports import leaks, stats
 from reports.rows import finite, spell
 
 VERDICTS_SCHEMA_VERSION = 1  # verdicts.json and compare.json (rows: reports.rows.SCHEMA_VERSION)
@@ -393,6 +393,7 @@ def verdicts(entries: list[dict[str, Any]], min_effect: float, looks: int = 1) -
     family = [*comparisons, *grad_sync, *settings]
     decide_time(family, min_effect, looks)
     timed = [c for c in family if c["metric"] == "window"]
+    growth = leaks.growth_verdicts(ok)
     return {
         "schema_version": VERDICTS_SCHEMA_VERSION,
         "min_effect": min_effect,
@@ -427,6 +428,9 @@ def verdicts(entries: list[dict[str, Any]], min_effect: float, looks: int = 1) -
         "comparisons": comparisons,
         "grad_sync": grad_sync,
         "settings": settings,
+        "memory_growth": growth,
+        "leaks": [c for c in growth if c["verdict"] == "leaks"],
+        "leak_rule": leaks.RULE,
     }
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import gc
 import importlib
+import itertools
 import json
 import os
 import statistics
@@ -48,6 +49,9 @@ from reports import stats
 
 __all__ = ["CaseSpec", "failed_measure", "main", "measure", "row_for", "run_case"]
 
+# windows of the plain loop alone after the timed pairs: its own growth per window, beside which
+# a strategy's growth is a leak (reports.leaks judges at least this many windows)
+GROWTH_WINDOWS = 4
 USAGE = (
     "usage: python -m benches.engine.case SPEC.json ROW.json (as the sweep runs it); "
     "one case by hand: python -m benches case --strategy NAME --out DIR [options]"
@@ -123,6 +127,7 @@ class Wall:
         "gradient_check",
         "warmup",
         "timed_pairs",
+        "plain_growth",
         "other_pairs",
         "profile",
         "cost_model",
@@ -217,7 +222,8 @@ def timed_pairs(spec, runner, workload, timed, counter, wall: Wall) -> tuple[dic
     samples.update(plain_window=[], plain_reset=[], cpu_pressure=[])
     if spec.parallel != "none":
         samples["sync"] = []
-    footprint: list[int] = []  # memory after each pair: a leak shows as a slope
+    # memory before the pairs and after each: a leak adds to it window after window
+    footprint = [footprint_bytes(workload.device)]
     collectives: list[dict[str, Any]] = []
     figures.start()
     for i in range(spec.repeat):
@@ -231,21 +237,69 @@ def timed_pairs(spec, runner, workload, timed, counter, wall: Wall) -> tuple[dic
         samples["plain_reset"].append(plain_t["reset"])
         samples["cpu_pressure"].append(pressure)
         figures.sample()  # off the clock, between pairs
-        footprint.append(
-            torch.cuda.memory_allocated(workload.device)
-            if workload.device.type == "cuda"
-            else figures.rss[-1]
-        )
+        footprint.append(footprint_bytes(workload.device))
     wall.lap("timed_pairs")
+    process_figures = figures.figures()  # the timed pairs', before any other window runs
+    peak_rss = memory.status_bytes("VmHWM") if hwm_reset else None
+    plain = [] if spec.time_only else plain_footprint(runner, workload, timed)
+    wall.lap("plain_growth")
     context = {
         "rss_after_setup_bytes": rss_after_setup,
-        "peak_rss_bytes": memory.status_bytes("VmHWM") if hwm_reset else None,
+        "peak_rss_bytes": peak_rss,
         "peak_rss_is_since_setup": hwm_reset,
-        "growth_bytes_per_window": stats.slope(range(len(footprint)), footprint),
-        "growth_measure": "cuda_allocated" if workload.device.type == "cuda" else "rss",
-        "process": figures.figures(),
+        # the process's growth per pair (one window of the strategy, one of the plain loop),
+        # and the plain loop's own over windows of its own after the pairs, in this process
+        "growth_bytes_per_window": per_window(footprint),
+        "growth_windows": len(footprint) - 1,
+        "growth_readings": footprint,
+        "plain_growth_bytes_per_window": per_window(plain) if plain else None,
+        "plain_growth_windows": max(0, len(plain) - 1),
+        "plain_growth_readings": plain,
+        "growth_measure": growth_measure(workload.device),
+        "process": process_figures,
     }
     return samples, context, collectives
+
+
+def growth_measure(device: torch.device) -> str:
+    """What a case reads to see memory kept: CUDA's allocated bytes on a GPU; on CPU the bytes
+    malloc has out (glibc), else the resident set."""
+    if device.type == "cuda":
+        return "cuda_allocated"
+    return "malloc_in_use" if memory.malloc_in_use() is not None else "rss"
+
+
+def footprint_bytes(device: torch.device) -> int:
+    """The process's memory now, as ``growth_measure`` says."""
+    measure = growth_measure(device)
+    if measure == "cuda_allocated":
+        return torch.cuda.memory_allocated(device)
+    if measure == "malloc_in_use":
+        return memory.malloc_in_use() or 0
+    return memory.status_bytes("VmRSS") or 0
+
+
+def per_window(readings: list[int]) -> float | None:
+    """Bytes kept per window: the median of the window-to-window increments of ``readings``.
+    Not a least-squares slope: the resident set moves in steps of whole freed tensors (on small,
+    native's process dropped by 49 MB in one window and took 25 MB back in the next), and a
+    one-off step that would tilt a slope by MBs per window moves a median not at all, while a
+    leak adds its bytes in every window."""
+    steps = [b - a for a, b in itertools.pairwise(readings)]
+    return statistics.median(steps) if steps else None
+
+
+def plain_footprint(runner: PairedRunner, workload, timed) -> list[int]:
+    """The process's memory before and after each of GROWTH_WINDOWS windows of the plain loop
+    alone, off the clock, after the pairs: its own growth. Memory read around each window of a
+    pair cannot tell whose a byte is (what one loop frees the other reuses: on small, native's
+    windows seemed to add 6 MB each and the plain loop's to free as much), so it runs alone."""
+    assert runner.plain is not None
+    footprint = [footprint_bytes(workload.device)]
+    for i in range(GROWTH_WINDOWS):
+        runner.plain.window(*timed[i % 2])
+        footprint.append(footprint_bytes(workload.device))
+    return footprint
 
 
 def other_settings(spec: CaseSpec, runner: PairedRunner, timed, samples: dict) -> float | None:
@@ -551,12 +605,21 @@ def measure(spec: CaseSpec) -> tuple[dict[str, Any] | None, int]:
     try:
         measured = run_case(spec)
         return (None if measured is None else row_for(spec, measured)), 0
-    except Exception as err:  # the sweep records it and goes on
+    except (Exception, SystemExit) as err:  # the sweep records it and goes on
         traceback.print_exc()
         if distributed.ranks()[0] != 0:
             return None, 1  # torchrun ends the others; the sweep reads rank 0's log
-        last = traceback.format_exception_only(err)[-1].strip().replace("\n", " ")
-        return row_for(spec, failed_measure(last)), 1
+        return row_for(spec, failed_measure(error_line(err))), 1
+
+
+def error_line(err: BaseException) -> str:
+    """The failure in one line; a SystemExit says who called it (a plugin's strategy or the
+    workload: the case's own code never exits)."""
+    if isinstance(err, SystemExit):
+        return (
+            f"SystemExit: sys.exit({err.code!r}) called inside the case (its strategy or workload)"
+        )
+    return traceback.format_exception_only(err)[-1].strip().replace("\n", " ")
 
 
 if __name__ == "__main__":

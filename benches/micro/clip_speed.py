@@ -13,12 +13,12 @@ A/A ratio's CI reach from 1: a ratio inside it is never called lower or higher.
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import torch
 
 import strategies
+from benches.micro.options import Parser, count
 from reports import stats
 from reports.verdicts import DEFAULT_MIN_EFFECT, decide
 
@@ -74,10 +74,10 @@ def measure(shapes, dtype: torch.dtype, device: str, calls: int) -> dict[str, li
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benches.micro.clip_speed", description=__doc__)
+    parser = Parser(prog="python -m benches clip-speed", description=__doc__)
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
-    parser.add_argument("--calls", type=int, default=60)
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--calls", type=count(2), default=60)
+    parser.add_argument("--threads", type=count(1), default=1)
     args = parser.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: no CUDA GPU here; valid: cpu")

@@ -21,8 +21,9 @@ import torch
 
 from benches.engine import bound, training
 from benches.engine.runner import Loop
+from benches.micro.options import Parser, count
 from benches.workloads import protocol
-from benches.workloads.transformer import Workload
+from benches.workloads.transformer import PRESETS, Workload
 
 
 def measure(args: argparse.Namespace) -> dict:
@@ -83,18 +84,18 @@ def measure(args: argparse.Namespace) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benches.micro.mfu", description=__doc__)
-    parser.add_argument("--preset", default="big")
+    parser = Parser(prog="python -m benches mfu", description=__doc__)
+    parser.add_argument("--preset", default="big", choices=PRESETS)
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     parser.add_argument("--precision", default="bf16-autocast", choices=training.PRECISIONS)
     parser.add_argument("--optimizer", default="adamw-fused", choices=training.OPTIMIZERS)
     parser.add_argument("--compile", action="store_true")
-    parser.add_argument("--accumulate", type=int, default=1)
-    parser.add_argument("--batch-size", type=int)
-    parser.add_argument("--min-len", type=int)
-    parser.add_argument("--max-len", type=int)
-    parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--windows", type=int, default=5)
+    parser.add_argument("--accumulate", type=count(1), default=1)
+    parser.add_argument("--batch-size", type=count(1))
+    parser.add_argument("--min-len", type=count(1))
+    parser.add_argument("--max-len", type=count(1))
+    parser.add_argument("--warmup", type=count(0), default=2)
+    parser.add_argument("--windows", type=count(1), default=5)
     parser.add_argument("--fused-only", action="store_true")
     args = parser.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():

@@ -8,13 +8,13 @@ round, so a noisy neighbour hits all of them alike.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 
 import torch
 
 import strategies
+from benches.micro.options import Parser, count, sizes
 
 
 def make_tensors(total: int, count: int, device: str) -> list[torch.Tensor]:
@@ -70,20 +70,29 @@ def measure(total: int, count: int, repeat: int, device: str) -> dict[str, dict[
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="1000000,60000000", help="elements, comma-separated")
-    parser.add_argument("--tensors", type=int, default=200)
-    parser.add_argument("--repeat", type=int, default=30)
-    parser.add_argument("--threads", type=int, default=None)
+    parser = Parser(prog="python -m benches reset-speed", description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--sizes", type=sizes, default="1000000,60000000", help="elements, comma-separated"
+    )
+    parser.add_argument("--tensors", type=count(1), default=200)
+    parser.add_argument("--repeat", type=count(1), default=30)
+    parser.add_argument("--threads", type=count(1), default=None)
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     args = parser.parse_args(argv)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: no CUDA GPU here; valid: cpu")
+    if min(args.sizes) < args.tensors:
+        parser.error(
+            f"--sizes {min(args.sizes)} is smaller than --tensors {args.tensors}; valid: sizes "
+            ">= the number of tensors"
+        )
     if args.threads:
         torch.set_num_threads(args.threads)
     print(
         f"torch {torch.__version__}, {args.device}, {torch.get_num_threads()} threads, "
         f"{args.tensors} tensors, median of {args.repeat} interleaved rounds"
     )
-    for total in (int(float(s)) for s in args.sizes.split(",")):
+    for total in args.sizes:
         result = measure(total, args.tensors, args.repeat, args.device)
         memset = result["memset"]["reset"]
         print(f"\n{total / 1e6:g}M elements ({total * 4 / 2**20:.0f} MiB of float32 gradients)")

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from benches.engine import bound, envinfo, gradients, memory, results, training
+from benches.engine.case import GROWTH_WINDOWS
 from benches.engine.spec import OPTION, SWEEP_IDENTITY, parse_options
 from benches.workloads import protocol
 from benches.workloads.transformer import PRESETS
@@ -21,6 +22,7 @@ from reports.rows import spell
 from reports.verdicts import DEFAULT_MIN_EFFECT
 
 DEFAULT_RUNS = envinfo.ROOT / "reports" / "runs"
+SEED_MAX = 2**64 - 1  # torch.manual_seed's range
 DEVICES = ("auto", "cpu", "cuda")
 BASELINE_GONE = "baseline"
 DEFAULT_REPEAT = 8  # pairs: with the control processes, the default sweep fits 15 min on 2 cores
@@ -202,13 +204,14 @@ def sweep_options(run: argparse.ArgumentParser) -> None:
 
 
 # -- validation -----------------------------------------------------------------------------------
-def int_value(option: str, text: str, minimum: int) -> int:
+def int_value(option: str, text: str, minimum: int, maximum: int | None = None) -> int:
     try:
         value = int(text)
     except (TypeError, ValueError):
         raise UsageError(f"{option} {text!r} is not an integer") from None
-    if value < minimum:
-        raise UsageError(f"{option} {value} is out of range; valid: an integer >= {minimum}")
+    if value < minimum or (maximum is not None and value > maximum):
+        valid = f"an integer >= {minimum}" if maximum is None else f"{minimum} to {maximum}"
+        raise UsageError(f"{option} {value} is out of range; valid: {valid}")
     return value
 
 
@@ -268,6 +271,7 @@ def resolve(args: argparse.Namespace) -> Sweep:
     """Arguments -> a validated sweep; every problem is a one-line UsageError."""
     import torch
 
+    not_empty(args)
     device, preset = device_and_preset(args)
     names = strategy_names(args)
     recipe = recipe_settings(args)
@@ -286,7 +290,7 @@ def resolve(args: argparse.Namespace) -> Sweep:
     if args.rounds is not None:
         budget = 0.0
     threads = int_value("--threads", args.threads, 1) if args.threads else os.cpu_count() or 1
-    seed = int_value("--seed", args.seed, 0)
+    seed = int_value("--seed", args.seed, 0, SEED_MAX)
     world_size = int_value("--world-size", args.world_size, 1)
     parallel, mesh, grad_sync = parallel_settings(args, world_size)
     pin = pinning(args.pin, threads, world_size)
@@ -342,6 +346,45 @@ def resolve(args: argparse.Namespace) -> Sweep:
     return sweep
 
 
+# options whose empty value would silently become the default: refused where they are parsed
+GIVEN = {
+    "strategies": "--strategies",
+    "preset": "--preset",
+    "device": "--device",
+    "threads": "--threads",
+    "out": "--out",
+    "parallel": "--parallel",
+    "mesh": "--mesh",
+    "grad_sync": "--grad-sync",
+    "control": "--control",
+    "rounds": "--rounds",
+    "budget": "--budget",
+    "timeout": "--timeout",
+    "seed": "--seed",
+    "workload": "--workload",
+    "precision": "--precision",
+    "optimizer": "--optimizer",
+    "accumulate": "--accumulate",
+    "live_tensors": "--live-tensors",
+    "repeat": "--repeat",
+    "warmup": "--warmup",
+    "world_size": "--world-size",
+    "min_effect": "--min-effect",
+    "clip_norm": "--clip-norm",
+}
+
+
+def not_empty(args: argparse.Namespace) -> None:
+    """An option given an empty value (``--preset ''``) is a usage error, not its default."""
+    for dest, flag in GIVEN.items():
+        value = getattr(args, dest, None)
+        if isinstance(value, str) and not value.strip():
+            raise UsageError(f"{flag} {value!r} is empty; give a value, or leave {flag} out")
+    for module in getattr(args, "plugin", []):
+        if not module.strip():
+            raise UsageError(f"--plugin {module!r} is empty; give a module name")
+
+
 def device_and_preset(args: argparse.Namespace) -> tuple[str, str]:
     """--device (auto: cuda where there is one) and --preset (default: small on CPU, base on
     CUDA), checked."""
@@ -366,13 +409,23 @@ def strategy_names(args: argparse.Namespace) -> list[str]:
     for module in args.plugin:
         try:
             importlib.import_module(module)
+        except SystemExit as err:  # a plugin's sys.exit is its failure, not the sweep's exit
+            raise UsageError(
+                f"--plugin {module!r} called sys.exit({err.code!r}) on import"
+            ) from None
         except Exception as err:
             raise UsageError(f"--plugin {module!r} failed to import: {err}") from None
     import strategies
 
     known = strategies.available()
-    if args.strategies.strip() == "all":
+    items = [n.strip() for n in args.strategies.split(",")]
+    if items == ["all"]:
         names = [n for n in known if runs_under(n, parallel_mode(args))]
+    elif "all" in items:
+        raise UsageError(
+            f"--strategies {args.strategies!r}: 'all' cannot be combined with names; give all, "
+            f"or names from: {', '.join(known)}"
+        )
     else:
         names = [strategy_label(n.strip(), known) for n in args.strategies.split(",")]
     return list(dict.fromkeys(names))
@@ -397,6 +450,7 @@ def case_timeout(args, device: str, preset: str, k: int, pairs: tuple[int, int],
     windows = 2 * (repeat + warmup) + 3 * gradients.CHECK_WINDOWS + 2 * memory.MEMORY_WINDOWS
     windows += 2 * 2 + 1  # the timeline's windows (strategy, plain), the cost model's count
     windows += 8  # the float64 model's window of total_error (float64 runs slower)
+    windows += GROWTH_WINDOWS  # the plain loop alone: its growth per window
     if parallel in ("fsdp2", "hsdp"):  # the flavour pass: pairs of the strategy's windows
         windows += 2 * (repeat + warmup)
     if recipe["compare_settings"]:  # the other setting's loop: pairs with the strategy's
@@ -409,7 +463,8 @@ def case_timeout(args, device: str, preset: str, k: int, pairs: tuple[int, int],
 
 
 def output_dir(args) -> Path:
-    """--out, or reports/runs/latest with --resume, or a new reports/runs/<timestamp>."""
+    """--out, or reports/runs/latest with --resume, or a new reports/runs/<timestamp>: a folder
+    this process can write, that holds no other run unless resumed."""
     if args.resume and not args.out and not (DEFAULT_RUNS / "latest").exists():
         raise UsageError("--resume needs --out DIR (no reports/runs/latest to resume)")
     if args.out:
@@ -418,9 +473,52 @@ def output_dir(args) -> Path:
         out = (DEFAULT_RUNS / "latest").resolve()
     else:
         out = DEFAULT_RUNS / datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    if args.resume and not (out / results.RESULTS).exists():
-        raise UsageError(f"--resume: {str(out)!r} holds no {results.RESULTS} to resume")
+    writable_folder(out)
+    if args.resume:
+        resumable(out)
+    elif getattr(args, "command", "run") == "run" and (out / results.RESULTS).exists():
+        raise UsageError(
+            f"--out {str(out)!r} already holds a run's {results.RESULTS}; continue it with "
+            "--resume, or give a new --out"
+        )
     return out
+
+
+def writable_folder(out: Path) -> None:
+    """--out is a folder, or can be made as one, in a place this process may write."""
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {str(out)!r} is a file; give a folder")
+    existing = out
+    while not existing.exists():  # the nearest folder that exists: mkdir makes the rest
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UsageError(f"--out {str(out)!r}: {str(existing)!r} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(f"--out {str(out)!r}: folder {str(existing)!r} is not writable")
+
+
+def resumable(out: Path) -> None:
+    """--resume into a folder that holds a run: its rows, and a readable run.json if any."""
+    if not (out / results.RESULTS).exists():
+        raise UsageError(f"--resume: {str(out)!r} holds no {results.RESULTS} to resume")
+    run_file = out / "run.json"
+    if not run_file.exists():
+        return
+    try:
+        run = json.loads(run_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise UsageError(
+            f"--resume: {str(run_file)!r} is not readable JSON ({err}); restore it, or delete it "
+            "to resume under a new run id"
+        ) from None
+    if not isinstance(run, dict) or not isinstance(run.get("run_id"), str):
+        raise UsageError(
+            f"--resume: {str(run_file)!r} has no 'run_id'; restore it, or delete it to resume "
+            "under a new run id"
+        )
+    for key in ("case_settings", "sweep"):
+        if run.get(key) is not None and not isinstance(run[key], dict):
+            raise UsageError(f"--resume: {str(run_file)!r}: field {key!r} is not an object")
 
 
 def parallel_mode(args: argparse.Namespace) -> str:
@@ -435,8 +533,8 @@ def runs_under(name: str, parallel: str) -> bool:
 
     try:
         return parallel in getattr(strategies.get(name), "runs_under", (parallel,))
-    except Exception:  # a plugin that cannot be made without options: let its case say why
-        return True
+    except (Exception, SystemExit):  # a plugin that cannot be made without options: its case
+        return True  # says why
 
 
 def strategy_label(text: str, known: list[str]) -> str:
@@ -457,6 +555,8 @@ def strategy_label(text: str, known: list[str]) -> str:
     try:
         parsed = parse_options(options)
         strategies.get(name, **parsed)
+    except SystemExit as err:  # a plugin's sys.exit is its failure, not the sweep's exit
+        raise UsageError(f"--strategies {text!r}: called sys.exit({err.code!r})") from None
     except Exception as err:  # unknown option, or a value the strategy refuses
         raise UsageError(f"--strategies {text!r}: {err}".replace("\n", " ")) from None
     if not parsed:
@@ -516,6 +616,8 @@ def check_workload(spec: str, device: str, preset: str, accumulate: int, seed: i
         made.batches(0)
     except protocol.WorkloadError as err:
         raise UsageError(str(err)) from None
+    except SystemExit as err:  # a workload's sys.exit is its failure, not the sweep's exit
+        raise UsageError(f"--workload {spec!r} called sys.exit({err.code!r})") from None
     except Exception as err:
         raise UsageError(
             f"--workload {spec!r}: batches(0) raised {type(err).__name__}: "

@@ -55,7 +55,12 @@ def main(args: argparse.Namespace) -> int:
     run_id = os.environ.get("ZEROGRAD_RUN_ID", uuid.uuid4().hex[:12])
     (spec,) = cases(sweep, run_id, envinfo.git_state())
     spec = dataclasses.replace(spec, round=round_)
-    Path(sweep.out).mkdir(parents=True, exist_ok=True)
+    try:
+        Path(sweep.out).mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UsageError(
+            f"--out {str(sweep.out)!r}: cannot make it: {err.strerror or err}"
+        ) from None
     row, code = measure(spec)
     if row is not None:
         results.append(sweep.out, row)

@@ -246,12 +246,12 @@ def start_run(sweep: Sweep) -> tuple[str, set[tuple]]:
     """Create or reopen the results directory (OutputError where it cannot be written); the
     run id and the cases already ok."""
     try:
-        return _start_run(sweep)
+        return open_run(sweep)
     except OSError as err:
         raise output_error(sweep.out, err, "before the first case") from None
 
 
-def _start_run(sweep: Sweep) -> tuple[str, set[tuple]]:
+def open_run(sweep: Sweep) -> tuple[str, set[tuple]]:
     sweep.out.mkdir(parents=True, exist_ok=True)
     run_file = sweep.out / "run.json"
     done: set[tuple] = set()

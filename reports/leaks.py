@@ -1,0 +1,128 @@
+"""Leaks as a verdict: a strategy whose windows keep memory, beyond what the plain loop's keep.
+
+Every case reads its process's memory (``memory.growth_measure``: CUDA's allocated bytes on a
+GPU; on CPU the bytes glibc's malloc has out, ``mallinfo2``, else the resident set) before its
+timed pairs and after each, one window of the strategy and one of the plain loop:
+``memory.growth_bytes_per_window`` is the median of those ``growth_windows`` increments. Then the
+plain loop runs ``plain_growth_windows`` windows alone in the same process, off the clock:
+``plain_growth_bytes_per_window``, the median of its increments, is its own growth. (Memory read
+around each window of a pair cannot say whose a byte is: what one loop frees, the other reuses.)
+A median, not a slope: the resident set moves in steps of whole freed tensors (on small,
+native's process fell by 49 MB in one window and took 25 MB back in the next), which tilt a
+least-squares slope by MBs per window and move a median not at all, while a leak adds its bytes
+in every window; malloc's bytes in use do not see those steps at all (pages kept or returned).
+
+A case ``leaks`` when, in the median of its processes, its strategy's window (a pair's growth
+less the plain loop's per window) grows by more than ``LEAK_BYTES`` beyond the plain loop's own
+window, over at least ``LEAK_WINDOWS`` windows: under FSDP2 on gloo both loops grow by 17 KiB
+per window here, which is the loop's, not a strategy's leak (a plain loop that shrinks lends
+nothing). Why 64 KiB: with malloc's bytes in use,
+native, block, lazy and global grew by at most 0.8 KiB per window (median increment; no single
+window above 4 KiB) on tiny and small at K=1 and 4, and the plain loop alone as little (README,
+"Leaks"): 64 KiB is 80 times that, and a strategy keeping it leaks 640 MB over 10,000
+windows. Fewer windows, or rows without the plain loop's own figure (time-only processes, older
+rows): ``unmeasured``, never guessed.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+LEAK_BYTES = 64 * 2**10  # per window, beyond the plain loop's growth in the same process
+LEAK_WINDOWS = 4  # the fewest windows a slope is judged over
+WORDS = ("leaks", "steady", "unmeasured")
+RULE = (
+    f"leaks: the strategy's window (a timed pair's growth less a plain-loop window's) grows by "
+    f"more than {LEAK_BYTES // 2**10} KiB beyond the plain loop's own window (its windows alone "
+    f"in the same process, after the pairs), over at least {LEAK_WINDOWS} windows, in the "
+    "median of the case's processes; steady otherwise; unmeasured with fewer windows or no "
+    "plain-loop figure"
+)
+
+
+def process_excess(row: dict[str, Any]) -> tuple[float, float, float, float] | None:
+    """One process's growth per pair, the plain loop's alone per window, the strategy's window's
+    share of the pair (the pair less a plain window) and its excess over a plain window's; or
+    None unmeasured. A plain loop that shrinks lends nothing."""
+    memory = row.get("memory") or {}
+    growth = memory.get("growth_bytes_per_window")
+    plain = memory.get("plain_growth_bytes_per_window")
+    windows = min(memory.get("growth_windows") or 0, memory.get("plain_growth_windows") or 0)
+    if growth is None or plain is None or windows < LEAK_WINDOWS:
+        return None
+    own = growth - max(plain, 0.0)
+    return growth, plain, own, own - max(plain, 0.0)
+
+
+def judge(entry: dict[str, Any]) -> dict[str, Any]:
+    """A pooled case's growth figures and its word."""
+    measured = [m for m in map(process_excess, entry.get("rows", [])) if m is not None]
+    out: dict[str, Any] = {
+        "strategy": entry["strategy"],
+        "k": entry["accumulate"],
+        "n": entry["live_tensors"],
+        "case": {"grad_sync": entry["grad_sync"], "precision": entry["precision"]},
+        "processes": len(measured),
+        "measure": next(
+            (r["memory"].get("growth_measure") for r in entry.get("rows", []) if r.get("memory")),
+            None,
+        ),
+    }
+    if not measured:
+        return {**out, "verdict": "unmeasured"}
+    columns = (statistics.median(column) for column in zip(*measured, strict=True))
+    growth, plain, own, excess = columns
+    return {
+        **out,
+        "verdict": "leaks" if excess > LEAK_BYTES else "steady",
+        "growth_bytes_per_window": growth,
+        "plain_growth_bytes_per_window": plain,
+        "strategy_growth_bytes_per_window": own,
+        "excess_bytes_per_window": excess,
+        "windows": min(r["memory"]["growth_windows"] for r in entry["rows"] if process_excess(r)),
+        "plain_windows": min(
+            r["memory"]["plain_growth_windows"] for r in entry["rows"] if process_excess(r)
+        ),
+    }
+
+
+def growth_verdicts(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every ok case's growth word, in the order verdicts.json lists cases."""
+    ok = [e for e in entries if e.get("rows")]
+    ordered = sorted(ok, key=lambda e: (e["accumulate"], e["live_tensors"], e["strategy"]))
+    return [judge(e) for e in ordered]
+
+
+def leaking(result: dict[str, Any], k: int, n: int) -> list[str]:
+    """The strategies of verdicts.json's ``result`` that leak at K, N (any precision, flavour)."""
+    return sorted({c["strategy"] for c in result.get("leaks", []) if (c["k"], c["n"]) == (k, n)})
+
+
+def lookup(result: dict[str, Any], entry: dict[str, Any]) -> dict[str, Any] | None:
+    """A pooled case's growth verdict in verdicts.json's ``result``."""
+    case = {"grad_sync": entry["grad_sync"], "precision": entry["precision"]}
+    key = (entry["strategy"], entry["accumulate"], entry["live_tensors"], case)
+    return next(
+        (
+            c
+            for c in result.get("memory_growth", [])
+            if (c["strategy"], c["k"], c["n"], c["case"]) == key
+        ),
+        None,
+    )
+
+
+def describe(c: dict[str, Any]) -> str:
+    """One line: who leaks, where, how much, against the plain loop."""
+    case = c.get("case") or {}
+    where = f"K={c.get('k')} N={c.get('n')}" + (
+        f" {case['precision']}" if case.get("precision") not in (None, "fp32") else ""
+    )
+    own, plain = c["strategy_growth_bytes_per_window"], c["plain_growth_bytes_per_window"]
+    return (
+        f"leaks: {c['strategy']} {where} grows {own / 2**10:,.1f} KiB per window (plain loop "
+        f"{plain / 2**10:+,.1f} KiB, "
+        f"{c.get('measure') or 'memory'}, {c['windows']} windows, {c['processes']} "
+        f"process{'es' if c['processes'] != 1 else ''})"
+    )
