@@ -130,7 +130,7 @@ def test_the_noise_signal_falls_back_to_involuntary_switches_without_psi():
 @pytest.mark.parametrize(("recorded", "pinned"), [({}, False), ({"pin": True}, True)])
 def test_resume_keeps_the_runs_own_pinning(recorded, pinned, tmp_path):
     # a run from before --pin recorded no pin: it was unpinned, and resuming it stays so
-    (tmp_path / "run.json").write_text(json.dumps({"case_settings": {**recorded}}))
+    (tmp_path / "run.json").write_text(json.dumps({"run_id": "r", "case_settings": {**recorded}}))
     (tmp_path / "results.jsonl").write_text("")
     args = ["--threads", "1", "--resume", "--out", str(tmp_path)]
     assert _sweep(*args).pin is pinned
