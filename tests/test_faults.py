@@ -86,9 +86,12 @@ def _alive(pid: int, created: float) -> str | None:
         return None
 
 
-def run_sweep(args: list[str], env: dict[str, str] | None = None, interrupt=None) -> Swept:
+def run_sweep(
+    args: list[str], env: dict[str, str] | None = None, interrupt=None, signum=signal.SIGINT
+) -> Swept:
     """The sweep in a process of its own, its descendants polled until it ends; ``interrupt``
-    (a function of the sweep's psutil process and its out dir) decides when to send SIGINT."""
+    (a function of the sweep's psutil process and its out dir) decides when to send
+    ``signum`` (SIGINT: Ctrl-C)."""
     token = uuid.uuid4().hex
     full_env = {**os.environ, **(env or {}), "ZEROGRAD_FAULT_TOKEN": token}
     started = time.monotonic()
@@ -117,7 +120,7 @@ def run_sweep(args: list[str], env: dict[str, str] | None = None, interrupt=None
         except psutil.Error:  # a child that ended while it was read
             pass
         if interrupt is not None and not sent and interrupt(swept):
-            proc.send_signal(signal.SIGINT)
+            proc.send_signal(signum)
             sent = True
         time.sleep(0.1)
     proc.wait(timeout=60)
@@ -267,6 +270,51 @@ def test_ctrl_c_in_a_distributed_case_keeps_rows_and_leaves_no_rank(tmp_path):
     assert [r["strategy"] for r in rows] == ["block"] and rows[0]["status"] == "ok"
     assert (out / "index.html").exists()
     assert "interrupted" in swept.stderr
+    assert swept.survivors() == []
+
+
+def _a_row_and_a_case_running(out: Path):
+    """True once one row is written and the next case's process (a child of the fork server)
+    has been seen alive for a second."""
+    since: list[float] = []
+
+    def running(swept: Swept) -> bool:
+        if not (out / "results.jsonl").exists() or not read(out):
+            return False
+        cases = [
+            pid for pid, cmd in swept.cmdlines.items() if "zygote" in cmd and psutil.pid_exists(pid)
+        ]
+        if len(cases) < 2:  # the server and a case
+            return False
+        since.append(time.monotonic())
+        return since[-1] - since[0] > 1.0
+
+    return running
+
+
+@pytest.mark.slow  # two tiny sweeps, each stopped in its second case
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])
+def test_a_sweep_killed_leaves_no_fork_server_and_no_case(signum, tmp_path):
+    """A `kill` (SIGTERM) ends the sweep as Ctrl-C does: exit 130, the first case's row and
+    the report kept (each case runs 400 pairs: a few seconds). Even SIGKILL, which the sweep
+    cannot catch, leaves neither its fork server nor the forked case running: they die with
+    their parent (PR_SET_PDEATHSIG)."""
+    out = tmp_path / "run"
+    swept = run_sweep(
+        [*TINY, "--strategies", "block,native", "--repeat", "400", "--out", str(out)],
+        interrupt=_a_row_and_a_case_running(out),
+        signum=signum,
+    )
+    rows = read(out)  # the first case's row, whichever ran first; none of the second
+    assert len(rows) == 1 and rows[0]["status"] == "ok", rows
+    if signum == signal.SIGTERM:
+        assert swept.code == 130, swept.stderr[-3000:]
+        assert (out / "index.html").exists()
+    else:
+        assert swept.code == -signal.SIGKILL
+    deadline = time.monotonic() + 10  # a parent's death reaches its children at once
+    while swept.survivors() and time.monotonic() < deadline:
+        time.sleep(0.2)
     assert swept.survivors() == []
 
 

@@ -438,6 +438,18 @@ def finish(sweep: Sweep, console, failed: int, interrupted: bool) -> int:
     return 1 if failed else 0
 
 
+def terminate_as_interrupt() -> None:
+    """SIGTERM and SIGHUP (a `kill`, a closed terminal, a job scheduler's stop) end the sweep
+    as Ctrl-C does: the case in progress and its whole tree killed, the fork server closed,
+    the finished rows and the report kept, exit 130."""
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, interrupt)
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
@@ -454,6 +466,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from reports.rows import SchemaError
 
+    terminate_as_interrupt()
     try:
         return sweep_main(sweep)
     except KeyboardInterrupt:  # between cases, or while the report was written

@@ -31,8 +31,26 @@ START = "forked"  # env.process_start of a case forked from this server
 FRESH = "ZEROGRAD_FRESH_PROCESSES"
 
 
+def die_with_parent() -> None:
+    """On Linux, SIGKILL this process when its parent dies (``PR_SET_PDEATHSIG``): a sweep
+    killed outright (SIGKILL, an OOM killer) takes its fork server and the case in progress
+    with it, instead of leaving them running with no parent. Elsewhere a no-op."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    parent = os.getppid()
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before the call
+        os._exit(1)
+
+
 def serve() -> int:
     """Read requests, fork a child per request, report its pid and then its exit code."""
+    die_with_parent()
     import torch  # what every case imports: paid once
     import torch._dynamo  # noqa: F401  (torch.optim imports it at its first optimizer)
 
@@ -47,6 +65,7 @@ def serve() -> int:
             code = 1
             try:
                 os.setsid()
+                die_with_parent()  # the server's death ends the case (not inherited by fork)
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
                 log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
                 os.dup2(log, 1)
