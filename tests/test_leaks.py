@@ -84,6 +84,7 @@ def leaky_sweep(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
     return out, done
 
 
+@pytest.mark.slow  # the real sweep of five strategies (the suite's 5 minutes)
 def test_a_strategy_that_exits_is_one_failed_row(leaky_sweep):
     out, done = leaky_sweep
     assert done.returncode == 1, done.stderr[-2000:]  # a failed case, not the plugin's 3
@@ -98,6 +99,7 @@ def test_a_strategy_that_exits_is_one_failed_row(leaky_sweep):
     assert (out / "index.html").exists()
 
 
+@pytest.mark.slow  # the real sweep of five strategies (the suite's 5 minutes)
 def test_a_leaking_strategy_is_leaks_and_the_others_steady(leaky_sweep):
     out, _ = leaky_sweep
     judged = json.loads((out / "verdicts.json").read_text())
@@ -118,6 +120,7 @@ def test_a_leaking_strategy_is_leaks_and_the_others_steady(leaky_sweep):
         assert abs(words[name]["plain_growth_bytes_per_window"]) < leaks.LEAK_BYTES
 
 
+@pytest.mark.slow  # the real sweep of five strategies (the suite's 5 minutes)
 def test_the_report_says_leaks_in_the_answer_and_the_table(leaky_sweep):
     out, _ = leaky_sweep
     html = (out / "index.html").read_text()
@@ -133,6 +136,7 @@ def test_the_report_says_leaks_in_the_answer_and_the_table(leaky_sweep):
         assert '<span class="bad">leaks</span>' not in other[: other.index("</tr>")]
 
 
+@pytest.mark.slow  # the real sweep of five strategies (the suite's 5 minutes)
 def test_the_gate_fails_on_a_leak(leaky_sweep, tmp_path):
     out, _ = leaky_sweep
     verdicts = str(out / "verdicts.json")
