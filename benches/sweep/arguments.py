@@ -476,12 +476,18 @@ def output_dir(args) -> Path:
     writable_folder(out)
     if args.resume:
         resumable(out)
-    elif getattr(args, "command", "run") == "run" and (out / results.RESULTS).exists():
+    elif getattr(args, "command", "run") == "run" and holds_rows(out / results.RESULTS):
         raise UsageError(
             f"--out {str(out)!r} already holds a run's {results.RESULTS}; continue it with "
             "--resume, or give a new --out"
         )
     return out
+
+
+def holds_rows(path: Path) -> bool:
+    """A file of rows with something in it: a run that a new sweep would mix with (an empty
+    file, or one that is not a regular file, such as a test's /dev/full, holds none)."""
+    return path.is_file() and path.stat().st_size > 0
 
 
 def writable_folder(out: Path) -> None:
