@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime
 import importlib
 import json
 import os
@@ -13,15 +12,15 @@ import re
 from pathlib import Path
 from typing import Any
 
-from benches.engine import bound, envinfo, gradients, memory, results, training
-from benches.engine.case import GROWTH_WINDOWS
+from benches.engine import bound, gradients, memory, training
+from benches.engine.growth import GROWTH_WINDOWS
 from benches.engine.spec import OPTION, SWEEP_IDENTITY, parse_options
+from benches.sweep.outdir import UsageError, output_dir
 from benches.workloads import protocol
 from benches.workloads.transformer import PRESETS
 from reports.rows import spell
 from reports.verdicts import DEFAULT_MIN_EFFECT
 
-DEFAULT_RUNS = envinfo.ROOT / "reports" / "runs"
 SEED_MAX = 2**64 - 1  # torch.manual_seed's range
 DEVICES = ("auto", "cpu", "cuda")
 BASELINE_GONE = "baseline"
@@ -37,10 +36,6 @@ SECONDS_PER_MICRO_BATCH = {
 
 
 EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b")
-
-
-class UsageError(Exception):
-    """A bad argument: one line naming the bad value and the valid choices; exit 2."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -460,71 +455,6 @@ def case_timeout(args, device: str, preset: str, k: int, pairs: tuple[int, int],
         per *= 3  # bf16 matmuls on a CPU without bf16 units: slower than fp32
     compiling = 600 if recipe["compile"] or "compile" in recipe["compare_settings"] else 0
     return (120 + compiling + per * k * windows) * world_size
-
-
-def output_dir(args) -> Path:
-    """--out, or reports/runs/latest with --resume, or a new reports/runs/<timestamp>: a folder
-    this process can write, that holds no other run unless resumed."""
-    if args.resume and not args.out and not (DEFAULT_RUNS / "latest").exists():
-        raise UsageError("--resume needs --out DIR (no reports/runs/latest to resume)")
-    if args.out:
-        out = Path(args.out)
-    elif args.resume:
-        out = (DEFAULT_RUNS / "latest").resolve()
-    else:
-        out = DEFAULT_RUNS / datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    writable_folder(out)
-    if args.resume:
-        resumable(out)
-    elif getattr(args, "command", "run") == "run" and holds_rows(out / results.RESULTS):
-        raise UsageError(
-            f"--out {str(out)!r} already holds a run's {results.RESULTS}; continue it with "
-            "--resume, or give a new --out"
-        )
-    return out
-
-
-def holds_rows(path: Path) -> bool:
-    """A file of rows with something in it: a run that a new sweep would mix with (an empty
-    file, or one that is not a regular file, such as a test's /dev/full, holds none)."""
-    return path.is_file() and path.stat().st_size > 0
-
-
-def writable_folder(out: Path) -> None:
-    """--out is a folder, or can be made as one, in a place this process may write."""
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {str(out)!r} is a file; give a folder")
-    existing = out
-    while not existing.exists():  # the nearest folder that exists: mkdir makes the rest
-        existing = existing.parent
-    if not existing.is_dir():
-        raise UsageError(f"--out {str(out)!r}: {str(existing)!r} is a file, not a folder")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise UsageError(f"--out {str(out)!r}: folder {str(existing)!r} is not writable")
-
-
-def resumable(out: Path) -> None:
-    """--resume into a folder that holds a run: its rows, and a readable run.json if any."""
-    if not (out / results.RESULTS).exists():
-        raise UsageError(f"--resume: {str(out)!r} holds no {results.RESULTS} to resume")
-    run_file = out / "run.json"
-    if not run_file.exists():
-        return
-    try:
-        run = json.loads(run_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise UsageError(
-            f"--resume: {str(run_file)!r} is not readable JSON ({err}); restore it, or delete it "
-            "to resume under a new run id"
-        ) from None
-    if not isinstance(run, dict) or not isinstance(run.get("run_id"), str):
-        raise UsageError(
-            f"--resume: {str(run_file)!r} has no 'run_id'; restore it, or delete it to resume "
-            "under a new run id"
-        )
-    for key in ("case_settings", "sweep"):
-        if run.get(key) is not None and not isinstance(run[key], dict):
-            raise UsageError(f"--resume: {str(run_file)!r}: field {key!r} is not an object")
 
 
 def parallel_mode(args: argparse.Namespace) -> str:

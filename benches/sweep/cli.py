@@ -27,7 +27,6 @@ from benches.engine.spec import CaseSpec
 from benches.sweep import tree, zygote
 from benches.sweep.arguments import (
     CONTROL_PROCESSES,
-    DEFAULT_RUNS,
     EXCEPTION_LINE,
     Sweep,
     UsageError,
@@ -35,6 +34,7 @@ from benches.sweep.arguments import (
     case_settings,
     resolve,
 )
+from benches.sweep.outdir import DEFAULT_RUNS
 from reports.rows import case_key
 
 __all__ = ["CONTROL_PROCESSES", "build_parser", "cases", "main", "resolve"]

@@ -1,0 +1,57 @@
+"""Memory kept window after window: the readings a case takes to tell a leak (``reports.leaks``
+judges them). On CPU malloc's bytes in use (glibc), else the resident set; on CUDA the
+allocator's bytes. Read between timed pairs and after them, never inside a timed window."""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+
+import torch
+
+from benches.engine import memory
+
+# windows of the plain loop alone after the timed pairs: its own growth per window, beside which
+# a strategy's growth is a leak (reports.leaks judges at least this many windows)
+GROWTH_WINDOWS = 4
+
+
+def growth_measure(device: torch.device) -> str:
+    """What a case reads to see memory kept: CUDA's allocated bytes on a GPU; on CPU the bytes
+    malloc has out (glibc), else the resident set."""
+    if device.type == "cuda":
+        return "cuda_allocated"
+    return "malloc_in_use" if memory.malloc_in_use() is not None else "rss"
+
+
+def footprint_bytes(device: torch.device) -> int:
+    """The process's memory now, as ``growth_measure`` says."""
+    measure = growth_measure(device)
+    if measure == "cuda_allocated":
+        return torch.cuda.memory_allocated(device)
+    if measure == "malloc_in_use":
+        return memory.malloc_in_use() or 0
+    return memory.status_bytes("VmRSS") or 0
+
+
+def per_window(readings: list[int]) -> float | None:
+    """Bytes kept per window: the median of the window-to-window increments of ``readings``.
+    Not a least-squares slope: the resident set moves in steps of whole freed tensors (on small,
+    native's process dropped by 49 MB in one window and took 25 MB back in the next), and a
+    one-off step that would tilt a slope by MBs per window moves a median not at all, while a
+    leak adds its bytes in every window."""
+    steps = [b - a for a, b in itertools.pairwise(readings)]
+    return statistics.median(steps) if steps else None
+
+
+def plain_footprint(runner, workload, timed) -> list[int]:
+    """The process's memory before and after each of GROWTH_WINDOWS windows of the plain loop
+    alone, off the clock, after the pairs: its own growth. Memory read around each window of a
+    pair cannot tell whose a byte is (what one loop frees the other reuses: on small, native's
+    windows seemed to add 6 MB each and the plain loop's to free as much), so it runs alone."""
+    assert runner.plain is not None
+    footprint = [footprint_bytes(workload.device)]
+    for i in range(GROWTH_WINDOWS):
+        runner.plain.window(*timed[i % 2])
+        footprint.append(footprint_bytes(workload.device))
+    return footprint
