@@ -83,6 +83,13 @@ def trimmed_mean(values: Sequence[float], trim: float = TRIM) -> float:
     return float(kept.mean()) if kept.size else math.nan
 
 
+def trimmed_means(rows: np.ndarray, trim: float = TRIM) -> np.ndarray:
+    """``trimmed_mean`` of every row of a 2-D array at once."""
+    xs = np.sort(rows, axis=1)
+    cut = int(xs.shape[1] * trim)
+    return xs[:, cut : xs.shape[1] - cut].mean(axis=1) if xs.shape[1] > 2 * cut else xs.mean(1)
+
+
 def log_ratios(numerator: Sequence[float], denominator: Sequence[float]) -> np.ndarray:
     """Per pair log(a / b); pairs with a non-positive side are dropped."""
     a, b = np.asarray(numerator, dtype=float), np.asarray(denominator, dtype=float)
@@ -98,6 +105,12 @@ def bootstrap_draws(
     """Hierarchical bootstrap of the trimmed mean: processes first, then pairs inside each."""
     groups = [np.asarray(g, dtype=float) for g in groups if len(g)]
     rng = np.random.default_rng(seed)
+    if len({g.size for g in groups}) == 1:  # every process with as many pairs: in one go
+        stacked = np.stack(groups)  # (processes, pairs)
+        count, size = stacked.shape
+        chosen = rng.integers(0, count, size=(resamples, count, 1)) if count > 1 else 0
+        picks = rng.integers(0, size, size=(resamples, count, size))
+        return trimmed_means(stacked[chosen, picks].reshape(resamples, count * size))
     out = np.empty(resamples)
     for i in range(resamples):
         chosen = rng.integers(0, len(groups), size=len(groups)) if len(groups) > 1 else [0]
@@ -321,6 +334,25 @@ def contrast(
             "method": "no variance between processes measured: no interval",
         }
     return {**out, **interval(estimate, se2, dof, confidence), "method": f"{METHOD}: {how}"}
+
+
+PAIRED_METHOD = (
+    "paired Student-t interval: the two strategies' figures differenced process by process, "
+    "in the processes that measured both (df = processes - 1)"
+)
+
+
+def paired_contrast(differences: Sequence[float], confidence: float = CONFIDENCE) -> dict:
+    """mean(a - b) of two strategies' log figures measured in the same processes: whatever a
+    process does to both of its replicas alike drops out of each difference, and what is left
+    varies between processes as it may (a t interval of the differences, df = n - 1)."""
+    d = np.asarray(list(differences), dtype=float)
+    out: dict[str, Any] = {"processes": [int(d.size), int(d.size)], "paired": True}
+    if d.size < 2:
+        return {**out, "log": None, "ratio": None, "ci_low": None, "ci_high": None, "p": None}
+    estimate = float(d.mean())
+    se2 = float(d.var(ddof=1)) / d.size
+    return {**out, **interval(estimate, se2, d.size - 1, confidence), "method": PAIRED_METHOD}
 
 
 def interval(estimate: float, se2: float, dof: float, confidence: float = CONFIDENCE) -> dict:
