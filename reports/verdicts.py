@@ -192,6 +192,19 @@ def process_logs(entry: dict[str, Any]) -> list[float]:
     return out
 
 
+def process_figures(entry: dict[str, Any]) -> dict[str, float]:
+    """``process_logs`` keyed by the process each came from (``process_id``: strategies that
+    shared a process, ``engine.rotation``, share it; a row without one is a process alone)."""
+    out = {}
+    for i, r in enumerate(entry.get("rows", [])):
+        samples = r.get("samples") or {}
+        if samples.get("plain_window"):
+            x = stats.process_log(samples["window"], samples["plain_window"])
+            if x is not None:
+                out[r.get("process_id") or f"{r.get('case_id')}#{i}"] = x
+    return out
+
+
 def noise(entries: list[dict[str, Any]], min_effect: float) -> dict[tuple, dict[str, Any]]:
     """Per group: the variance of one process's log overhead between processes, pooled over
     the group's strategies with two or more processes (its df), and the group's resolution.
@@ -291,8 +304,12 @@ def memory_floors(entries: list[dict[str, Any]]) -> dict[str, float]:
 def compare_time(ea, eb, spread: dict[str, Any] | None) -> dict[str, Any]:
     """a / b of two cases of one group: the contrast of their process figures (its word comes
     later, once the sweep's p-values are adjusted together: ``decide_time``)."""
+    fa, fb = process_figures(ea), process_figures(eb)
+    shared = [p for p in fa if p in fb]
+    if len(shared) >= stats.OWN_VARIANCE_PROCESSES:  # measured side by side: paired
+        return stats.paired_contrast([fa[p] - fb[p] for p in shared])
     variance, df = (spread["variance"], spread["df"]) if spread else (None, 0)
-    return stats.contrast(process_logs(ea), process_logs(eb), variance, df)
+    return stats.contrast(list(fa.values()), list(fb.values()), variance, df)
 
 
 def comparison(
@@ -320,8 +337,9 @@ def comparison(
     }
 
 
-# a time comparison's test: log estimate, its SE and df, p, the 90% interval (same), processes
-TEST_KEYS = ("log", "se", "df", "p", "ci90_low", "ci90_high", "processes")
+# a time comparison's test: log estimate, its SE and df, p, the 90% interval (same), processes,
+# and whether its processes measured both sides (paired)
+TEST_KEYS = ("log", "se", "df", "p", "ci90_low", "ci90_high", "processes", "paired")
 
 
 def ratio_text(c: dict[str, Any]) -> str:
@@ -392,6 +410,7 @@ def verdicts(entries: list[dict[str, Any]], min_effect: float, looks: int = 1) -
     settings = loop_verdicts(ok, spreads, "settings")  # --compare-settings, paired in-process
     family = [*comparisons, *grad_sync, *settings]
     decide_time(family, min_effect, looks)
+    paired_resolution(spreads, comparisons, min_effect)
     timed = [c for c in family if c["metric"] == "window"]
     growth = leaks.growth_verdicts(ok)
     return {
@@ -432,6 +451,23 @@ def verdicts(entries: list[dict[str, Any]], min_effect: float, looks: int = 1) -
         "leaks": [c for c in growth if c["verdict"] == "leaks"],
         "leak_rule": leaks.RULE,
     }
+
+
+def paired_resolution(spreads, comparisons, min_effect: float) -> None:
+    """A group whose strategies shared processes (paired comparisons) can tell apart less than
+    its unpaired figure says: its resolution becomes the median half-width of its paired
+    comparisons' 95% intervals, never below min_effect (in place)."""
+    halves: dict[tuple, list[float]] = defaultdict(list)
+    for c in comparisons:
+        if c["metric"] == "window" and c.get("paired") and c.get("ci_high"):
+            key = (c["k"], c["n"], repr(sorted(c["case"].items())))
+            halves[key].append(math.log(c["ci_high"]) - c["log"])
+    for spread in spreads.values():
+        key = (spread["k"], spread["n"], repr(sorted(spread["case"].items())))
+        if halves.get(key):
+            half = max(math.log1p(min_effect), statistics.median(halves[key]))
+            spread["resolution"] = math.expm1(half)
+            spread["resolution_from"] = f"{len(halves[key])} paired comparisons"
 
 
 # paired samples of a case's own loop against another loop of the same strategy in one process:

@@ -17,11 +17,11 @@ lives in the module named after it:
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import importlib
 import json
 import os
-import statistics
 import sys
 import time
 import traceback
@@ -34,13 +34,14 @@ from benches.engine import (
     bound,
     costmodel,
     distributed,
-    envinfo,
     gradients,
     memory,
     process,
     profiling,
+    rotation,
     training,
 )
+from benches.engine.figures import cost_figures, failed_measure, measured_part, row_for
 from benches.engine.growth import (
     footprint_bytes,
     growth_measure,
@@ -50,7 +51,6 @@ from benches.engine.growth import (
 from benches.engine.runner import PHASES, PairedRunner
 from benches.engine.spec import CaseSpec
 from benches.workloads import protocol
-from reports import stats
 
 __all__ = ["CaseSpec", "failed_measure", "main", "measure", "row_for", "run_case"]
 
@@ -383,161 +383,6 @@ def memory_figures(workload, spec: CaseSpec, data, parallel, rank: int) -> dict[
             capture.unlink(missing_ok=True)
 
 
-def measured_part(spec, workload, samples, check, memory_row, collectives) -> dict[str, Any]:
-    """The measured part of the row: phases, the paired overhead, pressure, memory, check."""
-    world = spec.world_size
-    phases = {p: stats.summarize(v) for p, v in samples.items() if v and p in (*PHASES, "sync")}
-    plain = samples["plain_window"]
-    pairs = stats.log_ratios(samples["window"], plain)
-    overhead = stats.public(stats.paired([pairs], seed=spec.round))
-    overhead["plain"] = stats.summarize(plain)
-    overhead["split_half"] = stats.split_half(plain)
-    pressure = [p for p in samples["cpu_pressure"] if p is not None]
-    tokens = workload.tokens_per_window()
-    tokens_per_window = tokens * world if tokens is not None else None
-    flops = workload.flops_per_window()
-    window_median = phases["window"]["median_s"]
-    return {
-        "status": "ok",
-        "error": None,
-        "control": spec.control,
-        "params": workload.num_params(),
-        "tokens_per_window": tokens_per_window,
-        "tokens_per_second": (
-            tokens_per_window / window_median if window_median and tokens_per_window else None
-        ),
-        "flops_per_window": flops * world if flops is not None else None,
-        "mfu": mfu(workload, spec, flops, window_median),
-        "phases": phases,
-        "samples": samples,
-        "overhead": overhead,
-        "cpu_pressure": {
-            "median": statistics.median(pressure) if pressure else None,
-            "max": max(pressure) if pressure else None,
-            "measure": "per pair, the larger of its two windows' share of wall time in which "
-            "some task waited for a CPU (/proc/pressure/cpu total, read around each window)",
-        },
-        "allreduce_per_window": (
-            statistics.median(c["allreduce"] for c in collectives)
-            if spec.parallel != "none"
-            else None
-        ),
-        "collectives_per_window": collectives_figure(collectives, spec.parallel),
-        "grad_sync_vs_every": grad_sync_ratio(samples, spec),
-        "settings_vs": setting_ratio(samples, spec),
-        "memory": memory_row,
-        "grad_check": check,
-    }
-
-
-def mfu(workload, spec: CaseSpec, flops: int | None, window_s: float | None) -> dict | None:
-    """Model FLOPs utilisation of the strategy's median window against the GPU's bf16 peak (per
-    rank: each rank's FLOPs on its own GPU); None on CPU, in fp32, or for an unknown GPU."""
-    peak = training.peak_flops(workload.device, spec.precision)
-    if peak is None or not flops or not window_s:
-        return None
-    return {
-        "value": flops / window_s / peak,
-        "peak_flops": peak,
-        "measure": "6 N tokens per window (attention not counted) / median window / bf16 peak",
-    }
-
-
-def setting_ratio(samples: dict[str, list], spec: CaseSpec) -> dict[str, Any] | None:
-    """The paired ratio of the case's loop over the ``--compare-settings`` one (None: none)."""
-    if not samples.get("setting_window"):
-        return None
-    setting, value = training.parse_setting(spec.compare_settings)
-    pairs = stats.log_ratios(samples["setting_window"], samples["other_setting_window"])
-    return {
-        **stats.public(stats.paired([pairs], seed=spec.round)),
-        "estimate": "the case's window / the same strategy's window with the other setting",
-        "setting": setting,
-        "mine": getattr(spec.recipe, setting),
-        "other": value,
-    }
-
-
-def cost_figures(costs: dict[str, Any], samples: dict[str, list]) -> dict[str, Any]:
-    """The cost model's prediction for this case against what its timed pairs measured."""
-    # the window's fixed cost, in place: the plain loop's reset phase holds the same clock marks
-    # and the same loop around them, and no strategy work
-    coefficients = {
-        **costs["coefficients"],
-        "per_window_s": statistics.median(samples["plain_reset"]),
-    }
-    costs = {**costs, "coefficients": coefficients}
-    predicted = costmodel.predict(costs["counts"], coefficients)
-    reset = stats.summarize(samples["reset"])
-    paired = stats.summarize(
-        [a - b for a, b in zip(samples["window"], samples["plain_window"], strict=True)]
-    )
-    return {
-        **costs,
-        "predicted": predicted,
-        "measured": {"reset": reset, "paired_cost": paired},
-        **costmodel.judge(predicted, reset, paired, costs["counts"]),
-    }
-
-
-def collectives_figure(collectives: list[dict[str, Any]], parallel: str) -> dict | None:
-    """The strategy window's gradient collectives (median over pairs); None without ranks."""
-    if parallel == "none" or not collectives:
-        return None
-    groups = sorted({g for c in collectives for g in c["reduce_scatter_per_group"]})
-    return {
-        "allreduce": statistics.median(c["allreduce"] for c in collectives),
-        "reduce_scatter": statistics.median(c["reduce_scatter"] for c in collectives),
-        "reduce_scatter_per_group": groups,  # every count a group had in some window
-        "reduce_scatter_seconds": statistics.median(c["collective_seconds"] for c in collectives),
-        "seconds_measure": "host time inside reduce-scatter calls (gloo: the collective; "
-        "NCCL: the launch only)",
-    }
-
-
-def grad_sync_ratio(samples: dict[str, list], spec: CaseSpec) -> dict[str, Any] | None:
-    """The paired ratio of the case's flavour over ``every`` on one model (None: not measured)."""
-    if not samples.get("flavour_window"):
-        return None
-    pairs = stats.log_ratios(samples["flavour_window"], samples["reference_flavour_window"])
-    return {
-        **stats.public(stats.paired([pairs], seed=spec.round)),
-        "grad_sync": spec.grad_sync,
-        "against": distributed.REFERENCE_SYNC,
-    }
-
-
-def row_for(spec: CaseSpec, measured: dict[str, Any]) -> dict[str, Any]:
-    """A results row: the case's identity first, then what was measured, then the environment."""
-    return {
-        "run_id": spec.run_id,
-        "case_id": spec.case_id,
-        **spec.identity(),
-        "round": spec.round,
-        "time_only": spec.time_only,  # a repeat process a sweep added: timed pairs only
-        **measured,
-        "env": {
-            **envinfo.environment(spec.device),
-            **spec.git,
-            # forked from the sweep's fork server (benches/sweep/zygote.py) or spawned fresh
-            "process_start": os.environ.get("ZEROGRAD_PROCESS_START", "spawned"),
-        },
-    }
-
-
-def failed_measure(error: str) -> dict[str, Any]:
-    return {
-        "status": "failed",
-        "error": error,
-        "phases": {},
-        "overhead": None,
-        "memory": {},
-        "grad_check": None,
-        "params": None,
-        "tokens_per_window": None,
-    }
-
-
 def main(argv: list[str]) -> int:
     """``SPEC OUT``, the sweep's form (a case by hand is ``python -m benches case``, whose
     flags are the sweep's: ``benches.sweep.bycase``)."""
@@ -552,13 +397,46 @@ def main(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 2
-    row, code = measure(spec)
+    # a rotated process writes a list of rows, one per strategy; a case its row
+    row, code = measure_rotated(spec) if spec.rotation else measure(spec)
     if row is not None:
         out_path = Path(argv[1])
         tmp = out_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(row, default=str))
         os.replace(tmp, out_path)  # the parent sees a whole row or none
     return code
+
+
+def run_rotated(spec: CaseSpec) -> list[dict[str, Any]]:
+    """A time-only process of every strategy of ``spec.rotation`` (``engine.rotation``): one row
+    per strategy, each shaped as a time-only case's, all with this process's ``process_id``
+    and its wall time shared out among them."""
+    wall = Wall()
+    workload = setup(spec)
+    timed, _ = case_data(workload, 0, 1)
+    wall.lap("setup")
+    measured = rotation.rotated_rounds(spec, workload, timed[:2], build_seed=spec.seed + spec.round)
+    wall.lap("timed_pairs")
+    rows = []
+    for label in spec.rotation:
+        name, _, options = label.partition(":")
+        mine = dataclasses.replace(
+            spec, strategy=name, options=options, process_id=spec.case_id, time_only=True
+        )
+        part = measured_part(mine, workload, measured["samples"][label], None, {}, [])
+        share = {step: seconds / len(spec.rotation) for step, seconds in wall.seconds.items()}
+        extra = {"process": measured["process"], "build_order": measured["build_order"]}
+        rows.append(row_for(mine, {**part, **extra, "wall_s": share, "compile_s": None}))
+    return rows
+
+
+def measure_rotated(spec: CaseSpec) -> tuple[list[dict[str, Any]], int]:
+    """A rotated process's rows and the exit code; a failure is one failed row of the spec's."""
+    try:
+        return run_rotated(spec), 0
+    except (Exception, SystemExit) as err:  # the sweep records it and goes on
+        traceback.print_exc()
+        return [row_for(spec, failed_measure(error_line(err)))], 1
 
 
 def measure(spec: CaseSpec) -> tuple[dict[str, Any] | None, int]:

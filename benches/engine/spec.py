@@ -75,6 +75,10 @@ class CaseSpec:
     # a repeat process that a sweep adds for a verdict still open: timed pairs only (the case's
     # first process checked its gradients and measured its memory and cost model)
     time_only: bool = False
+    # a time-only process of several strategies (engine.rotation): every label it measures, each
+    # on its own replica, rotated with the plain loop; each gets a row, all with one process_id
+    rotation: list[str] = dataclasses.field(default_factory=list)
+    process_id: str = ""  # the process whose figures a row shares with others: "" = case_id
     plain_timeline: bool = True  # record the plain loop's timeline too (a sweep: once per group)
     out_dir: str = "."
     git: dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -96,6 +100,7 @@ class CaseSpec:
         if options:
             options += f"+{zlib.crc32(self.options.encode()):08x}"
         return (
+            f"{f'rot{len(self.rotation)}-' if self.rotation else ''}"
             f"{self.strategy}{f'+{options}' if options else ''}"
             f"{f'-{self.precision}' if self.precision != 'fp32' else ''}"
             f"-k{self.accumulate}-n{self.live_tensors}-{self.preset}-"

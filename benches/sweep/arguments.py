@@ -73,7 +73,7 @@ def sweep_options(run: argparse.ArgumentParser) -> None:
         help="all, or NAME[,NAME...]; a strategy with options is NAME:KEY=VALUE[:KEY=VALUE], "
         "e.g. native:set_to_none=false (default: all)",
     )
-    run.add_argument("--preset", help="tiny|small|base|big (default: small on CPU, base on CUDA)")
+    run.add_argument("--preset", help="tiny|small|base|big (default: tiny on CPU, base on CUDA)")
     run.add_argument("--device", default="auto", help="auto|cpu|cuda (default: auto)")
     run.add_argument("--accumulate", default="1,4", help="K[,K...] micro-batches per window")
     run.add_argument("--live-tensors", default="0,100000", help="N[,N...] unrelated live tensors")
@@ -125,6 +125,13 @@ def sweep_options(run: argparse.ArgumentParser) -> None:
         f"comparisons are still unclear (default {DEFAULT_BUDGET:g}; 0: no rounds added)",
     )
     run.add_argument(
+        "--no-rotate",
+        action="store_true",
+        help="the added time-only rounds run each strategy in a process of its own (default: "
+        "the strategies of a group share one process, each on its own replica, rotated with "
+        "the plain loop; global always has a process of its own)",
+    )
+    run.add_argument(
         "--control",
         help="strategy run in extra processes to measure the noise between processes "
         "(default: native if swept, else the first; 'none': no extra processes, so no "
@@ -137,7 +144,9 @@ def sweep_options(run: argparse.ArgumentParser) -> None:
         "inside it is "
         "'same', beyond it and the noise floor 'lower'/'higher'",
     )
-    run.add_argument("--threads", help="torch threads (default: the machine's cores)")
+    run.add_argument(
+        "--threads", help="torch threads (default: 1 on CPU, pinned; the machine's cores on CUDA)"
+    )
     run.add_argument(
         "--pin",
         action=argparse.BooleanOptionalAction,
@@ -260,6 +269,7 @@ class Sweep:
     control: str = "none"
     budget: float = 0.0  # seconds for the whole sweep; > 0: rounds added while verdicts are open
     looks: int = 1  # how often the sweep may look at its verdicts (each held to ALPHA / looks)
+    rotate: bool = True  # added rounds: a group's strategies share a process (engine.rotation)
 
 
 def resolve(args: argparse.Namespace) -> Sweep:
@@ -284,7 +294,7 @@ def resolve(args: argparse.Namespace) -> Sweep:
         )
     if args.rounds is not None:
         budget = 0.0
-    threads = int_value("--threads", args.threads, 1) if args.threads else os.cpu_count() or 1
+    threads = int_value("--threads", args.threads, 1) if args.threads else default_threads(device)
     seed = int_value("--seed", args.seed, 0, SEED_MAX)
     world_size = int_value("--world-size", args.world_size, 1)
     parallel, mesh, grad_sync = parallel_settings(args, world_size)
@@ -317,6 +327,7 @@ def resolve(args: argparse.Namespace) -> Sweep:
         rounds=rounds,
         budget=budget,
         looks=MAX_LOOKS if budget > 0 else 1,
+        rotate=not getattr(args, "no_rotate", False),
         threads=threads,
         timeout=timeout,
         pin=pin,
@@ -380,8 +391,15 @@ def not_empty(args: argparse.Namespace) -> None:
             raise UsageError(f"--plugin {module!r} is empty; give a module name")
 
 
+def default_threads(device: str) -> int:
+    """One thread on CPU (pinned to a core of its own: the spread between processes is
+    smallest there, and a case never competes with its own threads); on CUDA the machine's
+    cores (the host only launches)."""
+    return 1 if device == "cpu" else os.cpu_count() or 1
+
+
 def device_and_preset(args: argparse.Namespace) -> tuple[str, str]:
-    """--device (auto: cuda where there is one) and --preset (default: small on CPU, base on
+    """--device (auto: cuda where there is one) and --preset (default: tiny on CPU, base on
     CUDA), checked."""
     import torch
 
@@ -392,7 +410,9 @@ def device_and_preset(args: argparse.Namespace) -> tuple[str, str]:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     elif device == "cuda" and not torch.cuda.is_available():
         raise UsageError("device 'cuda' is not available here (no CUDA GPU); valid: auto, cpu")
-    preset = args.preset or ("base" if device == "cuda" else "small")
+    # tiny on CPU: a default sweep (every strategy, K 1 and 4, N 0 and 100,000) fits its
+    # 15-minute budget on 2 cores with rounds to spare; small's windows take 0.6-5 s there
+    preset = args.preset or ("base" if device == "cuda" else "tiny")
     if preset not in PRESETS:
         raise UsageError(f"unknown preset {preset!r}; valid presets: {', '.join(PRESETS)}")
     return device, preset

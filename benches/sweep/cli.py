@@ -39,7 +39,7 @@ from reports.rows import case_key
 
 __all__ = ["CONTROL_PROCESSES", "build_parser", "cases", "main", "resolve"]
 # python -m benches COMMAND: the sweep's own, then the micro-benchmarks (benches/__main__.py)
-COMMANDS = ("run", "case", "mfu", "reset-speed", "clip-speed")
+COMMANDS = ("run", "case", "mfu", "reset-speed", "clip-speed", "spread")
 
 
 # -- the cases ------------------------------------------------------------------------------------
@@ -112,9 +112,12 @@ def case_env() -> dict[str, str]:
     )
 
 
-def run_one(spec: CaseSpec, timeout: float, server: zygote.Zygote | None = None) -> dict[str, Any]:
-    """The case in a process of its own (forked from ``server``, or a fresh interpreter); a
-    crash, an OOM kill or a timeout becomes a failed row."""
+def run_one(
+    spec: CaseSpec, timeout: float, server: zygote.Zygote | None = None
+) -> list[dict[str, Any]]:
+    """The case in a process of its own (forked from ``server``, or a fresh interpreter): its
+    row (a rotated process: one per strategy); a crash, an OOM kill or a timeout becomes a
+    failed row."""
     work = Path(spec.out_dir) / "cases"
     work.mkdir(parents=True, exist_ok=True)
     spec_path, out_path = work / f"{spec.case_id}.json", work / f"{spec.case_id}.row.json"
@@ -133,20 +136,22 @@ def run_one(spec: CaseSpec, timeout: float, server: zygote.Zygote | None = None)
     if not forked:
         code = spawn(spec, spec_path, out_path, log_path, timeout)
     if code is None:
-        return _failed(spec, f"timed out after {timeout:g} s", started)
+        return [_failed(spec, f"timed out after {timeout:g} s", started)]
     if out_path.exists():
-        row = json.loads(out_path.read_text())
-        wall = row.get("wall_s") or {}
-        total = time.monotonic() - started
-        # the process's start: the fork (or the fresh interpreter's imports) and the spec read
-        row["wall_s"] = {**wall, "process_start": max(0.0, total - sum(wall.values()))}
-        row["wall_s"]["total"] = total
-        if row["status"] != "ok" and spec.parallel != "none":
+        written = json.loads(out_path.read_text())
+        rows = written if isinstance(written, list) else [written]  # a rotated process: several
+        total = (time.monotonic() - started) / len(rows)  # its strategies share its wall time
+        for row in rows:
+            wall = row.get("wall_s") or {}
+            # the process's start: the fork (or the fresh interpreter's imports), the spec read
+            row["wall_s"] = {**wall, "process_start": max(0.0, total - sum(wall.values()))}
+            row["wall_s"]["total"] = total
+        if rows[0]["status"] != "ok" and spec.parallel != "none":
             # rank 0 often sees only that a peer hung up: every rank's exception, first first
             raised = _exception_lines(log_path)
             if raised:
-                row["error"] = "; ".join(raised)[:1000]
-        return row
+                rows[0]["error"] = "; ".join(raised)[:1000]
+        return rows
     if code < 0:
         name = signal.Signals(-code).name
         hint = " (out of memory?)" if name == "SIGKILL" else ""
@@ -157,7 +162,7 @@ def run_one(spec: CaseSpec, timeout: float, server: zygote.Zygote | None = None)
     tail = _exception_lines(log_path) or [line for line in lines if line]
     if tail:
         error += f": {tail[-1]}"
-    return _failed(spec, error, started)
+    return [_failed(spec, error, started)]
 
 
 def _failed(spec: CaseSpec, error: str, started: float) -> dict[str, Any]:
@@ -347,15 +352,17 @@ def run_cases(specs, sweep: Sweep, server, progress, task, state: dict, deadline
             return
         progress.update(task, description=escape(f"{spec.case_id:<40}"))
         try:
-            row = run_one(spec, sweep.timeout, server)
-            results.append(sweep.out, row)
+            rows = run_one(spec, sweep.timeout, server)
+            for row in rows:
+                results.append(sweep.out, row)
         except KeyboardInterrupt:
             state["interrupted"] = True
             return
         except OSError as err:  # the case's files or its row: nothing more can be kept
             raise output_error(sweep.out, err, f"at case {spec.case_id}") from None
+        row = rows[0]
         if spec.time_only and (row.get("wall_s") or {}).get("total"):
-            walls.append(row["wall_s"]["total"])
+            walls.append(row["wall_s"]["total"] * len(rows))  # the process's whole wall time
         if row["status"] != "ok":
             state["failed"] += 1
             error = escape(str(row["error"]))  # text from a case is data, never markup
@@ -381,27 +388,56 @@ def open_groups(sweep: Sweep) -> tuple[set[tuple], int]:
     return groups, len(unclear)
 
 
+# the report at the end: about 3x one look's verdicts (9 s against 3 s at 424 rows of a
+# default sweep here), and a few seconds of tables and charts
+REPORT_LOOKS, REPORT_S = 3.0, 5.0
+SOLO = ("global",)  # searches every live tensor of its process: never shares one
+
+
+def round_specs(group_cases: list[CaseSpec], round_: int, rotate: bool) -> list[CaseSpec]:
+    """The time-only processes of one added round: per group (K, N, flavour, precision) one
+    process of its strategies rotated with the plain loop (``engine.rotation``), besides one of
+    its own for each ``SOLO`` strategy; each in a process of its own where ``rotate`` is off, or
+    under ranks, compile or --compare-settings (one replica per loop there)."""
+    added = [
+        dataclasses.replace(c, round=round_, time_only=True, plain_timeline=False)
+        for c in group_cases
+    ]
+    by_group: dict[tuple, list[CaseSpec]] = {}
+    for c in added:
+        shared = c.strategy not in SOLO and c.parallel == "none" and not c.compile
+        if rotate and shared and not c.compare_settings:
+            by_group.setdefault(
+                (c.accumulate, c.live_tensors, c.grad_sync, c.precision), []
+            ).append(c)
+    rotated = [cs for cs in by_group.values() if len(cs) >= 2]
+    alone = [c for c in added if not any(c in cs for cs in rotated)]
+    leads = [dataclasses.replace(cs[0], rotation=[c.label for c in cs]) for cs in rotated]
+    return leads + alone
+
+
 def spend_budget(sweep, run_id, git, server, progress, task, state, started) -> None:
     """Rounds of time-only processes, one per strategy of every group whose strategy
     comparisons are still unclear, in an order shuffled per look, until every verdict is
     decided, the looks are used up (``sweep.looks``: each look adds twice the rounds of the
-    last) or the budget is spent."""
-    deadline = started + sweep.budget
+    last) or the budget is spent. The budget holds the report too: no process starts that
+    would end later than the report needs (``REPORT_LOOKS`` times one look's verdicts)."""
     shuffle = random.Random(sweep.seed)
     first = [c for c in cases(sweep, run_id, git) if not c.control and c.round == 0]
     next_round = max((r.get("round", 0) for r in results.read(sweep.out)), default=0) + 1
     for look in range(1, sweep.looks):
+        looked = time.monotonic()
         groups, unclear = open_groups(sweep)
+        report_s = REPORT_LOOKS * (time.monotonic() - looked) + REPORT_S
+        deadline = started + sweep.budget - report_s
         if not groups or time.monotonic() >= deadline:
             return
         # each look doubles what the last added (1, 2, 4, ... rounds): few looks, many processes
         rounds = range(next_round, next_round + 2 ** (look - 1))
-        specs = [
-            dataclasses.replace(c, round=r, time_only=True, plain_timeline=False)
-            for r in rounds
-            for c in first
-            if (c.accumulate, c.live_tensors, c.grad_sync, c.precision) in groups
+        here = [
+            c for c in first if (c.accumulate, c.live_tensors, c.grad_sync, c.precision) in groups
         ]
+        specs = [s for r in rounds for s in round_specs(here, r, sweep.rotate)]
         shuffle.shuffle(specs)
         progress.update(task, total=progress.tasks[0].total + len(specs))
         progress.console.print(

@@ -1,0 +1,111 @@
+"""Several strategies in one process: each on a replica of its own, rotated with the plain loop.
+
+A case's process pairs one strategy with the plain loop (``runner.PairedRunner``). Here one
+process holds the plain loop and several strategies' loops, every replica with the same weights,
+and runs them round by round on the same data: every loop one window per round, in an order that
+runs forwards, then backwards, then rotates by one place, so each loop meets each position
+(and each neighbour on both sides) equally often. A strategy's figure per round
+is its window over the plain loop's window of the same round, as in a pair.
+
+What this buys: two strategies measured in one process share whatever that process does to
+all of its loops (its cores, its heap, the plain loop's own offset), so strategy against
+strategy can be read from one process's figures, paired process by process. Whether that
+shrinks the spread between processes is measured (``python -m benches spread``), not assumed.
+``global`` searches every live tensor of its process, so it never shares one: the other
+replicas' gradients would be its work.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from benches.engine import process
+from benches.engine.envinfo import psi_cpu
+from benches.engine.replicas import fresh_replica
+from benches.engine.runner import PHASES, Loop
+
+PLAIN = "plain"  # the plain loop's name among the rotated loops
+
+
+def rotation(names: Sequence[str], index: int) -> list[str]:
+    """Round ``index``'s order: ``names`` rotated by ``index // 2`` places, backwards on odd
+    rounds (each pair of rounds runs one order forwards, then backwards: over 2 x len(names)
+    rounds every name takes every position twice, once each way)."""
+    shift = (index // 2) % len(names)
+    order = list(names[shift:]) + list(names[:shift])
+    return order[::-1] if index % 2 else order
+
+
+class RotatedRunner:
+    """The plain loop and ``labels``' loops, each on a replica with the workload's weights.
+
+    ``build_seed`` shuffles the order in which the replicas are built (None: the plain loop
+    first, then ``labels`` in order), so that what being built first or last does to a replica
+    is spread over the loops instead of always landing on the same one.
+    """
+
+    def __init__(
+        self,
+        workload,
+        labels: Sequence[str],
+        parallel=None,
+        grad_sync: str = "last",
+        build_seed: int | None = None,
+    ) -> None:
+        if PLAIN in labels or len(set(labels)) != len(labels):
+            raise ValueError(f"strategies to rotate must be distinct and not {PLAIN!r}: {labels}")
+        self.names = [PLAIN, *labels]
+        self.build_order = list(self.names)
+        if build_seed is not None:
+            random.Random(build_seed).shuffle(self.build_order)
+        self.loops: dict[str, Loop] = {}
+        for name in self.build_order:
+            model = fresh_replica(workload.model, parallel)
+            strategy = None if name == PLAIN else name
+            self.loops[name] = Loop(workload, model, strategy, parallel, grad_sync)
+
+    def round(self, index: int, batches, tokens: float) -> dict[str, dict[str, float]]:
+        """Every loop's window on the same data, in ``rotation`` order: its phases' seconds."""
+        return {
+            name: self.loops[name].window(batches, tokens) for name in rotation(self.names, index)
+        }
+
+    def close(self) -> None:
+        for loop in self.loops.values():
+            loop.close()
+
+
+def rotated_rounds(spec, workload, timed, build_seed: int) -> dict[str, Any]:
+    """A time-only process of several strategies (``spec.rotation``): ``spec.warmup`` rounds,
+    then ``spec.repeat`` timed ones, each strategy's windows with the plain loop's of the same
+    round as its pairs. Per strategy the samples a case's timed pairs give (every phase,
+    ``plain_window``, ``plain_reset``, ``cpu_pressure``); and the process's psutil figures."""
+    runner = RotatedRunner(workload, spec.rotation, build_seed=build_seed)
+    try:
+        for i in range(spec.warmup):
+            runner.round(i, *timed[i % 2])
+        samples = {
+            label: {phase: [] for phase in (*PHASES, "plain_window", "plain_reset", "cpu_pressure")}
+            for label in spec.rotation
+        }
+        figures = process.TimedPairsProcess()
+        figures.start()
+        for i in range(spec.repeat):
+            # the data changes every two rounds, so each direction of the rotation meets both
+            stall, start = psi_cpu("total"), time.perf_counter()
+            windows = runner.round(spec.warmup + i, *timed[(i // 2) % 2])
+            wall, after = time.perf_counter() - start, psi_cpu("total")
+            pressure = (after - stall) / 1e6 / wall if None not in (stall, after) else None
+            for label in spec.rotation:
+                for phase, seconds in windows[label].items():
+                    samples[label][phase].append(seconds)
+                samples[label]["plain_window"].append(windows[PLAIN]["window"])
+                samples[label]["plain_reset"].append(windows[PLAIN]["reset"])
+                samples[label]["cpu_pressure"].append(pressure)
+            figures.sample()
+        return {"samples": samples, "process": figures.figures(), "build_order": runner.build_order}
+    finally:
+        runner.close()

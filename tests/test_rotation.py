@@ -1,0 +1,143 @@
+"""Several strategies in one process (benches/engine/rotation.py): the rotation's balance, which
+strategies share a process, a real rotated process's rows, and the paired verdicts they give."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+from synthetic import make_row
+
+from benches.engine.rotation import PLAIN, rotation
+from benches.engine.spec import CaseSpec
+from benches.sweep.cli import round_specs
+from reports import verdicts
+from reports.rows import pooled
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_over_two_turns_every_loop_takes_every_place_twice_once_each_way():
+    names = [PLAIN, "native", "block", "lazy"]
+    places = Counter()
+    for i in range(2 * len(names)):
+        order = rotation(names, i)
+        assert sorted(order) == sorted(names)
+        places.update((name, order.index(name)) for name in names)
+    assert set(places.values()) == {2}
+    assert rotation(names, 0) == names and rotation(names, 1) == names[::-1]
+    assert rotation(names, 2) == ["native", "block", "lazy", PLAIN]
+
+
+def _spec(strategy: str, **settings) -> CaseSpec:
+    return CaseSpec(strategy=strategy, preset="tiny", device="cpu", accumulate=1,
+                    live_tensors=0, **settings)  # fmt: skip
+
+
+def test_a_groups_strategies_share_one_added_process_and_global_keeps_its_own():
+    group = [_spec(name) for name in ("native", "block", "lazy", "global")]
+    specs = round_specs(group, 3, rotate=True)
+    assert [(s.strategy, s.rotation, s.round, s.time_only) for s in specs] == [
+        ("native", ["native", "block", "lazy"], 3, True),
+        ("global", [], 3, True),
+    ]
+    assert specs[0].case_id.startswith("rot3-native-")
+    # --no-rotate, compile and ranks: a process per strategy
+    assert [s.rotation for s in round_specs(group, 3, rotate=False)] == [[]] * 4
+    compiled = [dataclasses.replace(s, compile=True) for s in group]
+    assert [s.rotation for s in round_specs(compiled, 3, rotate=True)] == [[]] * 4
+    ranks = [dataclasses.replace(s, parallel="ddp", world_size=2) for s in group]
+    assert [s.rotation for s in round_specs(ranks, 3, rotate=True)] == [[]] * 4
+    other_k = [_spec("native"), dataclasses.replace(_spec("block"), accumulate=4)]
+    assert [s.rotation for s in round_specs(other_k, 3, rotate=True)] == [[], []]
+
+
+def test_a_rotated_process_writes_a_time_only_row_per_strategy_sharing_its_process(tmp_path):
+    """A real rotated process of the engine (tiny, one thread): native and block each get a
+    time-only row with its paired samples, one process_id, and the process's wall time
+    shared out."""
+    spec = dataclasses.replace(
+        _spec("native", repeat=4, warmup=1, threads=1, time_only=True, round=1),
+        rotation=["native", "block"],
+        out_dir=str(tmp_path),
+    )
+    spec_path, out = tmp_path / "spec.json", tmp_path / "rows.json"
+    spec_path.write_text(json.dumps(dataclasses.asdict(spec)))
+    done = subprocess.run(
+        [sys.executable, "-m", "benches.engine.case", str(spec_path), str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = json.loads(out.read_text())
+    assert [r["strategy"] for r in rows] == ["native", "block"]
+    for r in rows:
+        assert r["status"] == "ok" and r["time_only"] and r["round"] == 1
+        assert r["process_id"] == spec.case_id
+        assert len(r["samples"]["window"]) == len(r["samples"]["plain_window"]) == 4
+        assert r["overhead"]["ratio"] > 0 and r["grad_check"] is None
+        assert sorted(r["build_order"]) == sorted([PLAIN, "native", "block"])
+    # both rows hold the same plain-loop windows: the rounds' own
+    assert rows[0]["samples"]["plain_window"] == rows[1]["samples"]["plain_window"]
+
+
+def _shared_rows(truth: dict[str, float], processes: int, seed: int, common=0.03, own=0.01):
+    """Rows of ``processes`` rotated processes: each strategy's log overhead is its truth, plus
+    the process's offset shared by all of its replicas (SD ``common``), plus its replica's own
+    (SD ``own``), plus each round's noise (SD 1%)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for p in range(processes):
+        shared = rng.normal(0, common)
+        plain = 0.01 * np.exp(rng.normal(0, 0.01, 8))
+        for name, log_true in truth.items():
+            row = make_row(name, round=p + 1, seed=seed)
+            offset = log_true + shared + rng.normal(0, own)
+            row["samples"]["window"] = (plain * np.exp(offset + rng.normal(0, 0.01, 8))).tolist()
+            row["samples"]["plain_window"] = plain.tolist()
+            row["process_id"] = f"rot-{seed}-{p}"
+            rows.append(row)
+    return rows
+
+
+def test_strategies_that_shared_processes_are_compared_process_by_process():
+    """A large offset that every replica of a process shares drops out of the paired
+    comparison: its interval is far narrower than the unpaired one of the same figures."""
+    truth = {"native": 0.0, "block": math.log(1.03)}
+    rows = _shared_rows(truth, 8, seed=1, common=0.05)
+    paired = verdicts.verdicts(list(pooled(rows).values()), 0.02)
+    (c,) = [c for c in paired["comparisons"] if c["metric"] == "window"]
+    assert c["paired"] is True and c["processes"] == [8, 8] and c["df"] == 7
+    for r in rows:
+        r["process_id"] = f"{r['process_id']}-{r['strategy']}"  # as if in processes of their own
+    unpaired = verdicts.verdicts(list(pooled(rows).values()), 0.02)
+    (u,) = [c for c in unpaired["comparisons"] if c["metric"] == "window"]
+    assert "paired" not in u
+    assert math.log(c["ci_high"] / c["ci_low"]) < 0.5 * math.log(u["ci_high"] / u["ci_low"])
+    (floor,) = paired["noise_floor"]
+    assert floor["resolution_from"] == "1 paired comparisons"
+
+
+@pytest.mark.slow  # 1,000 simulated sweeps
+def test_the_paired_interval_called_95_percent_covers_the_truth_95_percent_of_the_time():
+    """1,000 simulated sweeps of 6 rotated processes of three strategies (3% SD shared by a
+    process's replicas, 1% each replica's own, 1% per round), through the project's own
+    functions: the paired 95% intervals cover the true ratio in 93-97% of them."""
+    truth = {"native": 0.0, "lazy": math.log(1.03), "block": math.log(0.98)}
+    covered = total = 0
+    for seed in range(1000):
+        entries = list(pooled(_shared_rows(truth, 6, seed)).values())
+        for c in verdicts.verdicts(entries, 0.02)["comparisons"]:
+            if c["metric"] != "window":
+                continue
+            assert c["paired"]
+            true = math.exp(truth[c["a"]] - truth[c["b"]])
+            covered += c["ci_low"] <= true <= c["ci_high"]
+            total += 1
+    assert 0.93 <= covered / total <= 0.97, f"coverage {covered / total:.3f}"
