@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from synthetic import make_row
 
-from benches.engine.rotation import PLAIN, rotation
+from benches.engine.rotation import PLAIN, rotation, timed_rounds
 from benches.engine.spec import CaseSpec
 from benches.sweep.cli import round_specs
 from reports import verdicts
@@ -34,6 +34,12 @@ def test_over_two_turns_every_loop_takes_every_place_twice_once_each_way():
     assert set(places.values()) == {2}
     assert rotation(names, 0) == names and rotation(names, 1) == names[::-1]
     assert rotation(names, 2) == ["native", "block", "lazy", PLAIN]
+
+
+def test_a_rotated_process_runs_whole_turns_of_its_rotation():
+    # two turns at the least (every loop in every place twice each way), and --repeat at least
+    assert [timed_rounds(8, loops) for loops in (3, 4, 7)] == [12, 16, 28]
+    assert timed_rounds(40, 7) == 42 and timed_rounds(30, 3) == 30
 
 
 def _spec(strategy: str, **settings) -> CaseSpec:
@@ -80,7 +86,8 @@ def test_a_rotated_process_writes_a_time_only_row_per_strategy_sharing_its_proce
     for r in rows:
         assert r["status"] == "ok" and r["time_only"] and r["round"] == 1
         assert r["process_id"] == spec.case_id
-        assert len(r["samples"]["window"]) == len(r["samples"]["plain_window"]) == 4
+        # two whole turns of three loops (the plain one, native, block): 12 rounds
+        assert len(r["samples"]["window"]) == len(r["samples"]["plain_window"]) == 12
         assert r["overhead"]["ratio"] > 0 and r["grad_check"] is None
         assert sorted(r["build_order"]) == sorted([PLAIN, "native", "block"])
     # both rows hold the same plain-loop windows: the rounds' own

@@ -78,9 +78,23 @@ class RotatedRunner:
             loop.close()
 
 
+TURNS = 2  # full turns of the rotation a process runs, at the least
+
+
+def timed_rounds(repeat: int, loops: int) -> int:
+    """How many timed rounds a rotated process runs: whole turns of its rotation (2 x loops
+    rounds each: every loop in every place, both ways), ``TURNS`` at least, and at least
+    ``repeat`` rounds.
+    Inside one process a strategy against another varied only by its rounds' noise (tiny, K=1:
+    SD 1.35% with 12 rounds, 0.72% with 36, as 1/sqrt(rounds) predicts), so rounds there are
+    as good as processes and far cheaper: ``python -m benches spread --rounds R``."""
+    turn = 2 * loops
+    return turn * max(TURNS, -(-repeat // turn))  # whole turns only
+
+
 def rotated_rounds(spec, workload, timed, build_seed: int) -> dict[str, Any]:
     """A time-only process of several strategies (``spec.rotation``): ``spec.warmup`` rounds,
-    then ``spec.repeat`` timed ones, each strategy's windows with the plain loop's of the same
+    then ``timed_rounds`` timed ones, each strategy's windows with the plain loop's of the same
     round as its pairs. Per strategy the samples a case's timed pairs give (every phase,
     ``plain_window``, ``plain_reset``, ``cpu_pressure``); and the process's psutil figures."""
     runner = RotatedRunner(workload, spec.rotation, build_seed=build_seed)
@@ -93,7 +107,7 @@ def rotated_rounds(spec, workload, timed, build_seed: int) -> dict[str, Any]:
         }
         figures = process.TimedPairsProcess()
         figures.start()
-        for i in range(spec.repeat):
+        for i in range(timed_rounds(spec.repeat, len(runner.names))):
             # the data changes every two rounds, so each direction of the rotation meets both
             stall, start = psi_cpu("total"), time.perf_counter()
             windows = runner.round(spec.warmup + i, *timed[(i // 2) % 2])
