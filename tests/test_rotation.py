@@ -148,3 +148,19 @@ def test_the_paired_interval_called_95_percent_covers_the_truth_95_percent_of_th
             covered += c["ci_low"] <= true <= c["ci_high"]
             total += 1
     assert 0.93 <= covered / total <= 0.97, f"coverage {covered / total:.3f}"
+
+
+def test_a_process_is_expected_to_take_as_long_as_its_kind_took_so_far():
+    """The budget's deadline judges a process by its own kind: a rotated K=4 process by the
+    rotated K=4 ones before it, never by global's short ones alone."""
+    from benches.sweep.cli import expected_wall, wall_kind
+
+    rotated = dataclasses.replace(_spec("native", accumulate=4), rotation=["native", "block"])
+    alone = _spec("global", accumulate=4)
+    walls: dict = {}
+    assert expected_wall(walls, rotated) == 0.0
+    walls[wall_kind(alone)] = [2.0, 3.0, 7.0]
+    assert expected_wall(walls, alone) == 3.0
+    assert expected_wall(walls, rotated) == 7.0  # no process of its kind yet: the longest
+    walls[wall_kind(rotated)] = [25.0, 30.0, 49.0]
+    assert expected_wall(walls, rotated) == 30.0

@@ -345,9 +345,9 @@ def run_cases(specs, sweep: Sweep, server, progress, task, state: dict, deadline
     """Each case in its own process, its row appended at once; a failure is one line (its text
     is data, never markup). Stops at Ctrl-C, or before a case that would pass ``deadline``
     (a case is expected to cost the median wall time of the time-only processes so far)."""
-    walls = state.setdefault("time_only_walls", [])
+    walls = state.setdefault("time_only_walls", {})
     for spec in specs:
-        expected = statistics.median(walls) if walls else 0.0
+        expected = expected_wall(walls, spec)
         if deadline is not None and time.monotonic() + expected > deadline:
             return
         progress.update(task, description=escape(f"{spec.case_id:<40}"))
@@ -362,7 +362,8 @@ def run_cases(specs, sweep: Sweep, server, progress, task, state: dict, deadline
             raise output_error(sweep.out, err, f"at case {spec.case_id}") from None
         row = rows[0]
         if spec.time_only and (row.get("wall_s") or {}).get("total"):
-            walls.append(row["wall_s"]["total"] * len(rows))  # the process's whole wall time
+            # the process's whole wall time, by its kind
+            walls.setdefault(wall_kind(spec), []).append(row["wall_s"]["total"] * len(rows))
         if row["status"] != "ok":
             state["failed"] += 1
             error = escape(str(row["error"]))  # text from a case is data, never markup
@@ -371,6 +372,21 @@ def run_cases(specs, sweep: Sweep, server, progress, task, state: dict, deadline
                 f"[red]failed[/red] {escape(spec.case_id)}: {error}", soft_wrap=True
             )
         progress.advance(task)
+
+
+def wall_kind(spec: CaseSpec) -> tuple:
+    """What a time-only process's wall time depends on: its loop (K, N, precision) and how many
+    strategies it holds (a rotated process of six at K=4 took 25-49 s here, global alone 2-7 s)."""
+    return (spec.accumulate, spec.live_tensors, spec.precision, len(spec.rotation))
+
+
+def expected_wall(walls: dict[tuple, list[float]], spec: CaseSpec) -> float:
+    """How long a time-only process like ``spec`` should take: the median of its kind's so far,
+    else the longest of any kind (0 before the first)."""
+    mine = walls.get(wall_kind(spec))
+    if mine:
+        return statistics.median(mine)
+    return max((max(w) for w in walls.values()), default=0.0)
 
 
 def open_groups(sweep: Sweep) -> tuple[set[tuple], int]:
@@ -389,8 +405,8 @@ def open_groups(sweep: Sweep) -> tuple[set[tuple], int]:
 
 
 # the report at the end: about 3x one look's verdicts (9 s against 3 s at 424 rows of a
-# default sweep here), and a few seconds of tables and charts
-REPORT_LOOKS, REPORT_S = 3.0, 5.0
+# default sweep on a quiet machine here, 19 s on a busy one), and its tables and charts
+REPORT_LOOKS, REPORT_S = 3.0, 10.0
 SOLO = ("global",)  # searches every live tensor of its process: never shares one
 
 
