@@ -155,8 +155,8 @@ def test_a_process_is_expected_to_take_as_long_as_its_kind_took_so_far():
     rotated K=4 ones before it, never by global's short ones alone."""
     from benches.sweep.cli import expected_wall, wall_kind
 
-    rotated = dataclasses.replace(_spec("native", accumulate=4), rotation=["native", "block"])
-    alone = _spec("global", accumulate=4)
+    rotated = dataclasses.replace(_spec("native"), accumulate=4, rotation=["native", "block"])
+    alone = dataclasses.replace(_spec("global"), accumulate=4)
     walls: dict = {}
     assert expected_wall(walls, rotated) == 0.0
     walls[wall_kind(alone)] = [2.0, 3.0, 7.0]
