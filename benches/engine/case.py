@@ -414,8 +414,8 @@ def run_rotated(spec: CaseSpec) -> list[dict[str, Any]]:
     wall = Wall()
     workload = setup(spec)
     timed, _ = case_data(workload, 0, 1)
-    wall.lap("setup")
-    measured = rotation.rotated_rounds(spec, workload, timed[:2], build_seed=spec.seed + spec.round)
+    seed = spec.seed + spec.round  # the replicas' build order: another per process
+    measured = rotation.rotated_rounds(spec, workload, timed[:2], seed, lap=wall.lap)
     wall.lap("timed_pairs")
     rows = []
     for label in spec.rotation:

@@ -92,15 +92,20 @@ def timed_rounds(repeat: int, loops: int) -> int:
     return turn * max(TURNS, -(-repeat // turn))  # whole turns only
 
 
-def rotated_rounds(spec, workload, timed, build_seed: int) -> dict[str, Any]:
+def rotated_rounds(spec, workload, timed, build_seed: int, lap=None) -> dict[str, Any]:
     """A time-only process of several strategies (``spec.rotation``): ``spec.warmup`` rounds,
     then ``timed_rounds`` timed ones, each strategy's windows with the plain loop's of the same
     round as its pairs. Per strategy the samples a case's timed pairs give (every phase,
-    ``plain_window``, ``plain_reset``, ``cpu_pressure``); and the process's psutil figures."""
+    ``plain_window``, ``plain_reset``, ``cpu_pressure``); and the process's psutil figures.
+    ``lap(step)`` (the case's ``Wall``) is told when the replicas are built and warmed."""
     runner = RotatedRunner(workload, spec.rotation, build_seed=build_seed)
     try:
+        if lap is not None:
+            lap("setup")
         for i in range(spec.warmup):
             runner.round(i, *timed[i % 2])
+        if lap is not None:
+            lap("warmup")
         samples = {
             label: {phase: [] for phase in (*PHASES, "plain_window", "plain_reset", "cpu_pressure")}
             for label in spec.rotation
