@@ -6,6 +6,7 @@ templates only format it and the tests can check the figures without a browser.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import statistics
@@ -21,6 +22,7 @@ from reports.recipe import (
     recipe,
     settings_table,
 )
+from reports.records import Growth, VerdictFile
 from reports.rows import REFERENCE, RESULTS, SchemaError, pooled, read, strategy_order
 
 
@@ -111,7 +113,7 @@ def noisy_entry(entry: dict[str, Any]) -> bool:
     return any(verdicts.noisy(r) for r in entry.get("rows", []))
 
 
-def answer(entries: list[dict[str, Any]], k: int, n: int, result: dict[str, Any]) -> dict[str, Any]:
+def answer(entries: list[dict[str, Any]], k: int, n: int, result: VerdictFile) -> dict[str, Any]:
     """Fastest (lowest paired overhead) and leanest (lowest peak bytes) at K, N, with verdicts.
 
     Cases measured under CPU pressure are left out, and the answer says which.
@@ -125,26 +127,26 @@ def answer(entries: list[dict[str, Any]], k: int, n: int, result: dict[str, Any]
     every = here  # memory is exact: CPU pressure does not touch it
     here = [e for e in here if not noisy_entry(e)]
     # the group's noise at K, N (the precision the answer reads: the first group there)
-    floor = next((f for f in result["noise_floor"] if (f["k"], f["n"]) == (k, n)), {})
+    floor = next((f for f in result.noise_floor if (f.k, f.n) == (k, n)), None)
     out: dict[str, Any] = {
         "k": k,
         "n": n,
         "candidates": len(here),
         "excluded_noisy": excluded,
-        "excluded_leaking": [c for c in result.get("leaks", []) if (c["k"], c["n"]) == (k, n)],
-        "resolution": floor.get("resolution"),
-        "between_process_sd": floor.get("sd"),
-        "min_effect": result["min_effect"],
+        "excluded_leaking": [c for c in result.leaks if (c.k, c.n) == (k, n)],
+        "resolution": floor.resolution if floor else None,
+        "between_process_sd": floor.sd if floor else None,
+        "min_effect": result.min_effect,
     }
     leanest(every, k, n, result, out)
     if not here:
         out["advice"] = f"No strategy finished without CPU pressure at K={k}, N={n}."
         return leak_advice(out)
-    by_time = sorted(here, key=lambda e: verdicts.overhead(e)["ratio"] or math.inf)
+    by_time = sorted(here, key=lambda e: verdicts.overhead(e).ratio or math.inf)
     fastest = by_time[0]
     out["fastest"] = {
         "strategy": fastest["strategy"],
-        "overhead": stats.public(verdicts.overhead(fastest)),
+        "overhead": verdicts.overhead(fastest),
         "window": fastest["phases"]["window"],
         "cv": fastest["phases"]["window"].get("cv"),
     }
@@ -152,7 +154,7 @@ def answer(entries: list[dict[str, Any]], k: int, n: int, result: dict[str, Any]
         runner = by_time[1]
         out["fastest"]["runner_up"] = {
             "strategy": runner["strategy"],
-            "overhead": stats.public(verdicts.overhead(runner)),
+            "overhead": verdicts.overhead(runner),
         }
         out["fastest"]["lead"] = verdicts.lookup(
             result, fastest["strategy"], runner["strategy"], k, n, "window"
@@ -163,10 +165,10 @@ def answer(entries: list[dict[str, Any]], k: int, n: int, result: dict[str, Any]
 
 def leak_advice(out: dict[str, Any]) -> dict[str, Any]:
     """The advice says which strategies leak, and that they were left out of it."""
-    leaky = out["excluded_leaking"]
+    leaky: list[Growth] = out["excluded_leaking"]
     if leaky:
-        names = ", ".join(_name(c["strategy"]) for c in leaky)
-        worst = max(c["excess_bytes_per_window"] for c in leaky)
+        names = ", ".join(_name(c.strategy) for c in leaky)
+        worst = max(c.excess_bytes_per_window or 0.0 for c in leaky)
         out["advice"] += (
             f" Left out: {names} {'leaks' if len(leaky) == 1 else 'leak'} memory (up to "
             f"{worst / 2**10:,.0f} KiB per window beyond the plain loop's growth)."
@@ -175,7 +177,7 @@ def leak_advice(out: dict[str, Any]) -> dict[str, Any]:
 
 
 def leanest(
-    here: list[dict[str, Any]], k: int, n: int, result: dict[str, Any], out: dict[str, Any]
+    here: list[dict[str, Any]], k: int, n: int, result: VerdictFile, out: dict[str, Any]
 ) -> None:
     """The lowest peak at K, N and its verdict against the runner-up (into ``out``)."""
     sized = [(e, verdicts.memory_figure(e, "peak_bytes")) for e in here]
@@ -206,7 +208,7 @@ def _name(strategy: str) -> str:
     return f"`{strategy}`"
 
 
-def _ci(c: dict[str, Any]) -> str:
+def _ci(c) -> str:
     return f"ratio {verdicts.ratio_text(c)}"
 
 
@@ -221,9 +223,9 @@ def advice(result: dict[str, Any], entries: list[dict[str, Any]], k: int) -> str
     tells = f"this sweep tells apart {resolution:.1%} here" if resolution is not None else ""
     if lead is None:
         text = f"Only {_name(name)} finished here, so there is nothing to compare it with"
-    elif lead["verdict"] == "lower":
+    elif lead.verdict == "lower":
         text = (
-            f"Use {_name(name)} for speed: it is lower than {_name(lead['b'])}, the next "
+            f"Use {_name(name)} for speed: it is lower than {_name(lead.b)}, the next "
             f"fastest ({_ci(lead)}), significant over the sweep and beyond min-effect "
             f"{result['min_effect']:.0%}"
         )
@@ -239,20 +241,20 @@ def advice(result: dict[str, Any], entries: list[dict[str, Any]], k: int) -> str
                 "strategy, no control, nothing to borrow), so no difference in time is called"
             ),
             "higher": "the ranking by point estimate disagrees with the CI",
-        }[lead["verdict"]]
+        }[lead.verdict]
         text = (
-            f"{_name(name)} and {_name(lead['b'])} tie on speed here ({_ci(lead)}: "
-            f"{lead['verdict']}, because {why}), so choose on memory"
+            f"{_name(name)} and {_name(lead.b)} tie on speed here ({_ci(lead)}: "
+            f"{lead.verdict}, because {why}), so choose on memory"
         )
     if leanest:
         mem = leanest.get("lead")
-        if leanest["strategy"] == name and mem and mem["verdict"] == "lower":
+        if leanest["strategy"] == name and mem and mem.verdict == "lower":
             text += f", and {_name(name)} also needs the least memory"
-        elif mem and mem["verdict"] == "lower":
+        elif mem and mem.verdict == "lower":
             text += f"; {_name(leanest['strategy'])} needs the least memory at peak"
         elif mem:
             text += (
-                f"; {_name(leanest['strategy'])} and {_name(mem['b'])} peak within "
+                f"; {_name(leanest['strategy'])} and {_name(mem.b)} peak within "
                 f"{result['min_effect']:.0%} of each other"
             )
     worst = steepest(entries, k)
@@ -324,11 +326,11 @@ def process_line(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "voluntary_per_s": max(voluntary) if voluntary else None,
         "pinned": any(r.get("pin") for r in rows),
         "cores": [list(c) for c in cores],
-        "noise_signals": sorted({verdicts.case_noise(r)["signal"] or "none" for r in rows}),
+        "noise_signals": sorted({verdicts.case_noise(r).signal or "none" for r in rows}),
     }
 
 
-def case_table(entries: list[dict[str, Any]], result: dict[str, Any]) -> list[dict[str, Any]]:
+def case_table(entries: list[dict[str, Any]], result: VerdictFile) -> list[dict[str, Any]]:
     """One line per case: paired overhead, verdicts against native, memory, gradient check."""
     out = []
     for e in sorted(
@@ -348,7 +350,7 @@ def case_table(entries: list[dict[str, Any]], result: dict[str, Any]) -> list[di
         }
         if e.get("phases"):
             line["phases"] = e["phases"]
-            line["overhead"] = stats.public(verdicts.overhead(e))
+            line["overhead"] = verdicts.overhead(e)
             if e["strategy"] != REFERENCE:
                 line["vs_native"] = {
                     metric: verdicts.lookup(result, e["strategy"], REFERENCE, k, n, metric)
@@ -400,7 +402,7 @@ def core_overheads(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for e in sorted(entries, key=lambda e: (e["accumulate"], e["live_tensors"])):
         if e["strategy"] != REFERENCE or not e.get("phases"):
             continue
-        result = stats.public(verdicts.overhead(e))
+        result = verdicts.overhead(e)
         plain = [x for r in e["rows"] for x in r["samples"].get("plain_window", [])]
         out.append(
             {
@@ -408,7 +410,7 @@ def core_overheads(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "n": e["live_tensors"],
                 "native": e["phases"]["window"],
                 "plain": stats.summarize(plain),
-                **result,
+                "overhead": result,
                 "ok": targets.overhead_ok(result),
             }
         )
@@ -499,14 +501,13 @@ def main_flavour(entries) -> str:
     return "last" if "last" in flavours or not flavours else flavours[0]
 
 
-def flavour_table(entries: list[dict[str, Any]], judged: dict[str, Any]) -> list[dict[str, Any]]:
+def flavour_table(entries: list[dict[str, Any]], judged: VerdictFile) -> list[dict[str, Any]]:
     """Under DDP/FSDP2/HSDP, one line per case and flavour: overhead, the flavour against
     ``every`` on one model (verdicts.json's ``grad_sync``), collectives, memory per rank."""
     if not any(e.get("phases") and e["rows"][0].get("parallel", "none") != "none" for e in entries):
         return []
     against = {
-        (v["strategy"], v["k"], v["n"], v["a"], v.get("case", {}).get("precision", "fp32")): v
-        for v in judged.get("grad_sync", [])
+        (v.strategy, v.k, v.n, v.a, v.case.get("precision", "fp32")): v for v in judged.grad_sync
     }
     out = []
     order = {"every": 0, "scatter": 1, "last": 2}
@@ -526,7 +527,7 @@ def flavour_table(entries: list[dict[str, Any]], judged: dict[str, Any]) -> list
                 "k": e["accumulate"],
                 "n": e["live_tensors"],
                 "grad_sync": e["grad_sync"],
-                "overhead": stats.public(verdicts.overhead(e)),
+                "overhead": verdicts.overhead(e),
                 "window": e["phases"]["window"],
                 "vs_every": against.get(
                     (
@@ -570,17 +571,19 @@ def min_effect_of(run: dict[str, Any]) -> float:
     return float(value) if value is not None else verdicts.DEFAULT_MIN_EFFECT
 
 
-def judge_sweep(entries, run: dict[str, Any], main: dict[str, Any]) -> tuple[dict, dict]:
+def judge_sweep(
+    entries, run: dict[str, Any], main: dict[str, Any]
+) -> tuple[VerdictFile, VerdictFile]:
     """verdicts.json's content (every flavour and precision), and the part the tables show
     (the main flavour's and precision's comparisons)."""
     looks = int((run.get("sweep") or {}).get("looks") or 1)  # an adaptive sweep's looks
     judged_all = verdicts.verdicts(entries, min_effect_of(run), looks)
     shown = [
         c
-        for c in judged_all["comparisons"]
-        if all(c["case"].get(name) == value for name, value in main.items())
+        for c in judged_all.comparisons
+        if all(c.case.get(name) == value for name, value in main.items())
     ]
-    return judged_all, {**judged_all, "comparisons": shown}
+    return judged_all, dataclasses.replace(judged_all, comparisons=shown)
 
 
 def report(directory: str | Path) -> dict[str, Any]:
@@ -642,7 +645,7 @@ def report(directory: str | Path) -> dict[str, Any]:
         "noisy_pressure": verdicts.NOISY_PRESSURE,
         "noisy_switches": verdicts.NOISY_SWITCHES_PER_S,
         # which signal judged the rows: psi where it exists, else involuntary switches
-        "noise_signals": sorted({verdicts.case_noise(r)["signal"] or "none" for r in ok_rows}),
+        "noise_signals": sorted({verdicts.case_noise(r).signal or "none" for r in ok_rows}),
         "flamegraphs": flamegraphs(directory, entries),
         "profiles": profile.profiles(directory, entries, chosen),
         "pytest_benchmark": _pytest_benchmark(directory),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from reports.records import VerdictFile
 from reports.rows import accepted, strategy_order
 
 
@@ -160,30 +161,29 @@ def _fields(case: dict[str, Any]) -> tuple[str, str]:
     return case.get("precision", "fp32"), case.get("grad_sync", "last")
 
 
-def settings_table(entries: list[dict[str, Any]], judged: dict[str, Any]) -> list[dict[str, Any]]:
+def settings_table(entries: list[dict[str, Any]], judged: VerdictFile) -> list[dict[str, Any]]:
     """--compare-settings: one line per case (every precision), its loop against the same
     strategy's loop with the other setting, as verdicts.json's ``settings`` states it, with the
     case's compile time (median over its processes; None without --compile)."""
     by_case = {(e["strategy"], *_fields(e), e["accumulate"], e["live_tensors"]): e for e in entries}
     out = []
-    for c in judged.get("settings", []):
-        case = c.get("case") or {}
-        precision, flavour = _fields(case)
-        e = by_case.get((c["strategy"], precision, flavour, c["k"], c["n"]), {})
+    for c in judged.settings:
+        precision, flavour = _fields(c.case)
+        e = by_case.get((c.strategy, precision, flavour, c.k, c.n), {})
         compiled = [r["compile_s"] for r in e.get("rows", []) if r.get("compile_s") is not None]
         out.append(
             {
-                "strategy": c["strategy"],
+                "strategy": c.strategy,
                 "precision": precision,
                 "grad_sync": flavour,
-                "k": c["k"],
-                "n": c["n"],
-                "a": c["a"],
-                "b": c["b"],
+                "k": c.k,
+                "n": c.n,
+                "a": c.a,
+                "b": c.b,
                 # "SETTING=VALUE" on both sides: the setting once, then each side's value
-                "setting": c["a"].partition("=")[0],
-                "a_value": c["a"].partition("=")[2],
-                "b_value": c["b"].partition("=")[2],
+                "setting": c.a.partition("=")[0],
+                "a_value": c.a.partition("=")[2],
+                "b_value": c.b.partition("=")[2],
                 "comparison": c,
                 "compile_s": statistics.median(compiled) if compiled else None,
             }

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import warnings
 from collections import defaultdict
 from pathlib import Path
@@ -198,14 +197,3 @@ def accepted(check: dict[str, Any]) -> tuple[float, float, str]:
     if check.get("accepted_by") == "same-order sum":
         return check["same_order_max_rel_diff"], check["same_order_tolerance"], "same-order sum"
     return check["max_rel_diff"], check["tolerance"], "float64 sum"
-
-
-def finite(value: Any) -> Any:
-    """JSON has no NaN or infinity: a missing figure is null."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [finite(v) for v in value]
-    return value

@@ -6,16 +6,18 @@ from __future__ import annotations
 from typing import Any
 
 from reports import rows, verdicts
+from reports.records import Comparison, Paired, VerdictFile
 
 OVERHEAD_MAX, OVERHEAD_CI_MAX = 1.03, 1.05
 GLOBAL_GROWTH_MIN, BLOCK_GROWTH_MAX = 1.5, 1.2
 
 
-def overhead_ok(result: dict[str, Any]) -> bool:
+def overhead_ok(result: Paired) -> bool:
     return (
-        result.get("ratio") is not None
-        and result["ratio"] <= OVERHEAD_MAX
-        and result["ci_high"] <= OVERHEAD_CI_MAX
+        result.ratio is not None
+        and result.ci_high is not None
+        and result.ratio <= OVERHEAD_MAX
+        and result.ci_high <= OVERHEAD_CI_MAX
     )
 
 
@@ -31,8 +33,8 @@ def _reset(pooled, strategy: str, k: int, n: int) -> float | None:
     return entry["phases"].get("reset", {}).get("median_s") if entry else None
 
 
-def _ratio(c: dict[str, Any]) -> str:
-    return f"{verdicts.ratio_text(c)}: {c['verdict']}"
+def _ratio(c: Comparison) -> str:
+    return f"{verdicts.ratio_text(c)}: {c.verdict}"
 
 
 def _core(pooled: dict[tuple, dict[str, Any]]) -> list[dict[str, Any]]:
@@ -42,7 +44,7 @@ def _core(pooled: dict[tuple, dict[str, Any]]) -> list[dict[str, Any]]:
         if entry["strategy"] != "native" or not entry.get("phases"):
             continue
         result = verdicts.overhead(entry)
-        if result.get("ratio") is None:
+        if result.ratio is None:
             continue
         out.append(
             {
@@ -61,25 +63,25 @@ def _strategies(pooled, judged, k: int, ns: list[int]) -> list[dict[str, Any]]:
     global's and block's resets grow with N."""
     out = []
     lazy = verdicts.lookup(judged, "lazy", "block", k, ns[0], "window")
-    if lazy and lazy["ratio"] is not None:
+    if lazy and lazy.ratio is not None:
         out.append(
             {
                 "target": f"lazy window / block window, paired ratios (K={k}, N={ns[0]})",
                 "value": _ratio(lazy),
                 "limit": "verdict not 'higher': lazy is never slower than block",
-                "ok": lazy["verdict"] != "higher",
+                "ok": lazy.verdict != "higher",
             }
         )
     if len(ns) < 2:
         return out
     hazard = verdicts.lookup(judged, "global", "block", k, ns[-1], "window")
-    if hazard and hazard["ratio"] is not None:
+    if hazard and hazard.ratio is not None:
         out.append(
             {
                 "target": f"global window / block window at N={ns[-1]:,} (K={k})",
                 "value": _ratio(hazard),
                 "limit": "verdict 'higher': the djl #2101 hazard is found",
-                "ok": hazard["verdict"] == "higher",
+                "ok": hazard.verdict == "higher",
             }
         )
     for name, bound, sense in (
@@ -134,7 +136,7 @@ def _gradient_checks(entries) -> list[dict[str, Any]]:
 
 def evaluate(
     pooled: dict[tuple, dict[str, Any]],
-    judged: dict[str, Any],
+    judged: VerdictFile,
     every: dict[tuple, dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """Each target that this sweep's cases (the tables' precision and flavour) can answer:

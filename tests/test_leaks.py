@@ -60,13 +60,13 @@ def entry(*processes: tuple[float | None, float | None, int, int]) -> dict:
 )
 def test_the_leak_rule(processes, word):
     judged = leaks.judge(entry(*processes))
-    assert judged["verdict"] == word
+    assert judged.verdict == word
     if word != "unmeasured":
         growth = sorted(p[0] for p in processes)[len(processes) // 2]
         plain = max(sorted(p[1] for p in processes)[len(processes) // 2], 0)
-        assert judged["growth_bytes_per_window"] == growth
-        assert judged["excess_bytes_per_window"] == growth - 2 * plain
-        assert judged["processes"] == len(processes)
+        assert judged.growth_bytes_per_window == growth
+        assert judged.excess_bytes_per_window == growth - 2 * plain
+        assert judged.processes == len(processes)
 
 
 # -- a real sweep ---------------------------------------------------------------------------------

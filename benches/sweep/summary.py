@@ -39,8 +39,7 @@ def print_summary(directory: Path, console: Console | None = None) -> None:
         table.add_column(column, justify="left" if column in ("strategy", "status") else "right")
     for line in report["cases"]:
         window = line.get("phases", {}).get("window", {})
-        over = line.get("overhead") or {}
-        over_text = ratio_text(over)
+        over_text = ratio_text(line.get("overhead"))
         vs = (line.get("vs_native") or {}).get("window")
         memory = line.get("memory") or {}
         check = line.get("grad_check") or {}
@@ -53,7 +52,7 @@ def print_summary(directory: Path, console: Console | None = None) -> None:
             f"{line['n']:,}",
             _ms(window.get("median_s")),
             over_text,
-            f"{ratio_text(vs)} {vs['verdict']}" if vs else "-",
+            f"{ratio_text(vs)} {vs.verdict}" if vs else "-",
             _mib(memory.get("held_bytes")),
             _mib(memory.get("peak_bytes")),
             f"{check['max_rel_diff']:.1e}" if check else "-",
@@ -65,14 +64,14 @@ def print_summary(directory: Path, console: Console | None = None) -> None:
     if report["settings"]:
         console.print(settings_table(report))
     resolution = ", ".join(
-        f"K={f['k']} N={f['n']:,} {f['case']['precision']}: "
-        + (f"{f['resolution']:.1%}" if f["resolution"] is not None else "not measured")
-        for f in judged["noise_floor"]
+        f"K={f.k} N={f.n:,} {f.case['precision']}: "
+        + (f"{f.resolution:.1%}" if f.resolution is not None else "not measured")
+        for f in judged.noise_floor
     )
     console.print(
         f"verdicts: higher/lower when significant over the sweep's "
-        f"{judged['error_control']['comparisons']} time comparisons (Benjamini-Hochberg) and "
-        f"beyond min-effect {judged['min_effect']:.0%}; resolution (the smallest difference "
+        f"{judged.error_control.comparisons} time comparisons (Benjamini-Hochberg) and "
+        f"beyond min-effect {judged.min_effect:.0%}; resolution (the smallest difference "
         f"this sweep tells apart) {resolution or '-'}"
     )
     if report["noisy"]:
@@ -110,7 +109,7 @@ def flavour_table(report: dict) -> Table:
             f"{line['n']:,}",
             line["grad_sync"],
             _ms(line["window"].get("median_s")),
-            f"{ratio_text(vs)} {vs['verdict']}" if vs else "-",
+            f"{ratio_text(vs)} {vs.verdict}" if vs else "-",
             str(collectives.get("reduce_scatter", "-")),
             str(collectives.get("allreduce", "-")),
             _mib(line.get("held_bytes")),
@@ -141,7 +140,7 @@ def settings_table(report: dict) -> Table:
     for line in report["settings"]:
         c = line["comparison"]
         ratio = ratio_text(c)
-        verdict = c["verdict"] + (" [yellow]noisy[/yellow]" if c.get("noisy") else "")
+        verdict = c.verdict + (" [yellow]noisy[/yellow]" if c.noisy else "")
         cells = [escape(line["strategy"]), line["precision"], str(line["k"]), f"{line['n']:,}"]
         cells += [escape(f"{line['a_value']} vs {line['b_value']}"), ratio, verdict]
         if compiled:
