@@ -325,8 +325,7 @@ def ratio_text(c: Comparison | Paired | None) -> str:
     text = f"{c.ratio:.3f}"
     if c.ci_low is None:
         return text
-    level = "bounds" if c.confidence is False else "95% CI"
-    return f"{text} ({level} {c.ci_low:.3f}-{c.ci_high:.3f})"
+    return f"{text} ({interval_text(c, dash='-')})"
 
 
 def interval_text(
