@@ -22,7 +22,7 @@ from reports.recipe import (
     recipe,
     settings_table,
 )
-from reports.records import Growth, VerdictFile
+from reports.records import Entry, Growth, VerdictFile
 from reports.rows import REFERENCE, RESULTS, SchemaError, pooled, read, strategy_order
 
 
@@ -96,34 +96,32 @@ def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
-def default_case(run: dict[str, Any], entries: list[dict[str, Any]]) -> tuple[int, int] | None:
+def default_case(run: dict[str, Any], entries: list[Entry]) -> tuple[int, int] | None:
     """The K and N the answer is given for: the sweep's first K, and N=0 (no ballast)."""
-    ok = [e for e in entries if e.get("phases")]
+    ok = [e for e in entries if e.phases]
     if not ok:
         return None
-    ks = sorted({e["accumulate"] for e in ok})
-    ns = sorted({e["live_tensors"] for e in ok})
+    ks = sorted({e.k for e in ok})
+    ns = sorted({e.n for e in ok})
     listed = (run.get("sweep") or {}).get("accumulate") or []
     k = next((k for k in listed if k in ks), ks[0])
     n = 0 if 0 in ns else ns[0]
     return k, n
 
 
-def noisy_entry(entry: dict[str, Any]) -> bool:
-    return any(verdicts.noisy(r) for r in entry.get("rows", []))
+def noisy_entry(entry: Entry) -> bool:
+    return any(verdicts.noisy(r) for r in entry.rows)
 
 
-def answer(entries: list[dict[str, Any]], k: int, n: int, result: VerdictFile) -> dict[str, Any]:
+def answer(entries: list[Entry], k: int, n: int, result: VerdictFile) -> dict[str, Any]:
     """Fastest (lowest paired overhead) and leanest (lowest peak bytes) at K, N, with verdicts.
 
     Cases measured under CPU pressure are left out, and the answer says which.
     """
-    here = [
-        e for e in entries if e.get("phases") and (e["accumulate"], e["live_tensors"]) == (k, n)
-    ]
+    here = [e for e in entries if e.phases and (e.k, e.n) == (k, n)]
     leaky = leaks.leaking(result, k, n)  # never the answer, on time or on memory
-    here = [e for e in here if e["strategy"] not in leaky]
-    excluded = sorted(e["strategy"] for e in here if noisy_entry(e))
+    here = [e for e in here if e.strategy not in leaky]
+    excluded = sorted(e.strategy for e in here if noisy_entry(e))
     every = here  # memory is exact: CPU pressure does not touch it
     here = [e for e in here if not noisy_entry(e)]
     # the group's noise at K, N (the precision the answer reads: the first group there)
@@ -142,22 +140,22 @@ def answer(entries: list[dict[str, Any]], k: int, n: int, result: VerdictFile) -
     if not here:
         out["advice"] = f"No strategy finished without CPU pressure at K={k}, N={n}."
         return leak_advice(out)
-    by_time = sorted(here, key=lambda e: verdicts.overhead(e).ratio or math.inf)
+    by_time = sorted(here, key=lambda e: e.overhead.ratio or math.inf)
     fastest = by_time[0]
     out["fastest"] = {
-        "strategy": fastest["strategy"],
-        "overhead": verdicts.overhead(fastest),
-        "window": fastest["phases"]["window"],
-        "cv": fastest["phases"]["window"].get("cv"),
+        "strategy": fastest.strategy,
+        "overhead": fastest.overhead,
+        "window": fastest.phases["window"],
+        "cv": fastest.phases["window"].get("cv"),
     }
     if len(by_time) > 1:
         runner = by_time[1]
         out["fastest"]["runner_up"] = {
-            "strategy": runner["strategy"],
-            "overhead": verdicts.overhead(runner),
+            "strategy": runner.strategy,
+            "overhead": runner.overhead,
         }
         out["fastest"]["lead"] = verdicts.lookup(
-            result, fastest["strategy"], runner["strategy"], k, n, "window"
+            result, fastest.strategy, runner.strategy, k, n, "window"
         )
     out["advice"] = advice(out, entries, k)
     return leak_advice(out)
@@ -185,22 +183,22 @@ def leanest(
     if sized:
         lean, peak = sized[0]
         out["leanest"] = {
-            "strategy": lean["strategy"],
+            "strategy": lean.strategy,
             "peak_bytes": peak,
             "held_bytes": verdicts.memory_figure(lean, "held_bytes"),
             "method": next(
-                (r["memory"].get("peak_method") for r in lean["rows"] if r.get("memory")), None
+                (r["memory"].get("peak_method") for r in lean.rows if r.get("memory")), None
             ),
         }
         if len(sized) > 1:
             other, other_peak = sized[1]
             out["leanest"]["runner_up"] = {
-                "strategy": other["strategy"],
+                "strategy": other.strategy,
                 "peak_bytes": other_peak,
                 "held_bytes": verdicts.memory_figure(other, "held_bytes"),
             }
             out["leanest"]["lead"] = verdicts.lookup(
-                result, lean["strategy"], other["strategy"], k, n, "peak_memory"
+                result, lean.strategy, other.strategy, k, n, "peak_memory"
             )
 
 
@@ -212,7 +210,7 @@ def _ci(c) -> str:
     return f"ratio {verdicts.ratio_text(c)}"
 
 
-def advice(result: dict[str, Any], entries: list[dict[str, Any]], k: int) -> str:
+def advice(result: dict[str, Any], entries: list[Entry], k: int) -> str:
     """One sentence from the verdicts: "use X" only when X is lower than the runner-up."""
     fastest, leanest = result.get("fastest"), result.get("leanest")
     if not fastest:
@@ -267,16 +265,14 @@ def advice(result: dict[str, Any], entries: list[dict[str, Any]], k: int) -> str
 
 
 # -- reset against live tensors -------------------------------------------------------------------
-def reset_slopes(entries: list[dict[str, Any]], k: int) -> list[dict[str, Any]]:
+def reset_slopes(entries: list[Entry], k: int) -> list[dict[str, Any]]:
     """Per strategy at K: reset medians over N and their least-squares slope (s per tensor)."""
     out = []
-    for strategy in sorted({e["strategy"] for e in entries}, key=strategy_order):
+    for strategy in sorted({e.strategy for e in entries}, key=strategy_order):
         points = sorted(
-            (e["live_tensors"], e["phases"]["reset"])
+            (e.n, e.phases["reset"])
             for e in entries
-            if e["strategy"] == strategy
-            and e["accumulate"] == k
-            and e.get("phases", {}).get("reset")
+            if e.strategy == strategy and e.k == k and e.phases.get("reset")
         )
         if not points:
             continue
@@ -295,7 +291,7 @@ def reset_slopes(entries: list[dict[str, Any]], k: int) -> list[dict[str, Any]]:
     return out
 
 
-def steepest(entries: list[dict[str, Any]], k: int) -> dict[str, Any] | None:
+def steepest(entries: list[Entry], k: int) -> dict[str, Any] | None:
     slopes = [s for s in reset_slopes(entries, k) if s["per_10k_s"] is not None]
     return max(slopes, key=lambda s: s["per_10k_s"], default=None)
 
@@ -330,33 +326,33 @@ def process_line(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def case_table(entries: list[dict[str, Any]], result: VerdictFile) -> list[dict[str, Any]]:
+def case_table(entries: list[Entry], result: VerdictFile) -> list[dict[str, Any]]:
     """One line per case: paired overhead, verdicts against native, memory, gradient check."""
     out = []
     for e in sorted(
         entries,
-        key=lambda e: (e["accumulate"], e["live_tensors"], strategy_order(e["strategy"])),
+        key=lambda e: (e.k, e.n, strategy_order(e.strategy)),
     ):
-        k, n = e["accumulate"], e["live_tensors"]
+        k, n = e.k, e.n
         line: dict[str, Any] = {
-            "strategy": e["strategy"],
+            "strategy": e.strategy,
             "k": k,
             "n": n,
-            "rounds": e["rounds"],
-            "failed": len(e["failed"]),
-            "ok": bool(e.get("phases")),
+            "rounds": e.rounds,
+            "failed": len(e.failed),
+            "ok": bool(e.phases),
             "noisy": noisy_entry(e),
             "trace": profile.trace_of(e),
         }
-        if e.get("phases"):
-            line["phases"] = e["phases"]
-            line["overhead"] = verdicts.overhead(e)
-            if e["strategy"] != REFERENCE:
+        if e.phases:
+            line["phases"] = e.phases
+            line["overhead"] = e.overhead
+            if e.strategy != REFERENCE:
                 line["vs_native"] = {
-                    metric: verdicts.lookup(result, e["strategy"], REFERENCE, k, n, metric)
+                    metric: verdicts.lookup(result, e.strategy, REFERENCE, k, n, metric)
                     for metric in verdicts.METRICS
                 }
-            rows = e["rows"]
+            rows = e.rows
             line["memory"] = {
                 key: verdicts.memory_figure(e, key)
                 for key in (
@@ -396,19 +392,19 @@ def case_table(entries: list[dict[str, Any]], result: VerdictFile) -> list[dict[
     return out
 
 
-def core_overheads(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def core_overheads(entries: list[Entry]) -> list[dict[str, Any]]:
     """The core's overhead per K and N: native's paired ratio to the plain loop."""
     out = []
-    for e in sorted(entries, key=lambda e: (e["accumulate"], e["live_tensors"])):
-        if e["strategy"] != REFERENCE or not e.get("phases"):
+    for e in sorted(entries, key=lambda e: (e.k, e.n)):
+        if e.strategy != REFERENCE or not e.phases:
             continue
-        result = verdicts.overhead(e)
-        plain = [x for r in e["rows"] for x in r["samples"].get("plain_window", [])]
+        result = e.overhead
+        plain = [x for r in e.rows for x in r["samples"].get("plain_window", [])]
         out.append(
             {
-                "k": e["accumulate"],
-                "n": e["live_tensors"],
-                "native": e["phases"]["window"],
+                "k": e.k,
+                "n": e.n,
+                "native": e.phases["window"],
                 "plain": stats.summarize(plain),
                 "overhead": result,
                 "ok": targets.overhead_ok(result),
@@ -417,21 +413,21 @@ def core_overheads(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def flamegraphs(directory: Path, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def flamegraphs(directory: Path, entries: list[Entry]) -> list[dict[str, Any]]:
     """Each ok case's memray flamegraph, and whether its file is still beside the report."""
     out = []
     for e in sorted(
         entries,
-        key=lambda e: (strategy_order(e["strategy"]), e["accumulate"], e["live_tensors"]),
+        key=lambda e: (strategy_order(e.strategy), e.k, e.n),
     ):
-        for row in e.get("rows", []):
+        for row in e.rows:
             path = (row.get("memory") or {}).get("memray_flamegraph")
             if path:
                 out.append(
                     {
-                        "strategy": e["strategy"],
-                        "k": e["accumulate"],
-                        "n": e["live_tensors"],
+                        "strategy": e.strategy,
+                        "k": e.k,
+                        "n": e.n,
                         "round": row.get("round", 0),
                         "path": path,
                         "present": (directory / path).is_file(),
@@ -441,35 +437,35 @@ def flamegraphs(directory: Path, entries: list[dict[str, Any]]) -> list[dict[str
     return out
 
 
-def _first_process(entry: dict[str, Any]) -> dict[str, Any] | None:
+def _first_process(entry: Entry) -> dict[str, Any] | None:
     """The case's first process that is not one of the control's extra ones (those measure
     noise only: no timeline, no cost model)."""
-    return next((r for r in entry.get("rows", []) if not r.get("control")), None)
+    return next((r for r in entry.rows if not r.get("control")), None)
 
 
-def timelines(entries: list[dict[str, Any]], k: int, n: int) -> list[dict[str, Any]]:
+def timelines(entries: list[Entry], k: int, n: int) -> list[dict[str, Any]]:
     """One window's memory timeline per strategy at K, N (its first process), and the plain
     loop's beside them (from the first case that has one)."""
     out, plain = [], None
-    for e in sorted(entries, key=lambda e: strategy_order(e["strategy"])):
+    for e in sorted(entries, key=lambda e: strategy_order(e.strategy)):
         row = _first_process(e)
-        if (e["accumulate"], e["live_tensors"]) != (k, n) or row is None:
+        if (e.k, e.n) != (k, n) or row is None:
             continue
         memory = row.get("memory") or {}
         if memory.get("timeline"):
-            out.append({"label": e["strategy"], "timeline": memory["timeline"]})
+            out.append({"label": e.strategy, "timeline": memory["timeline"]})
         if plain is None and memory.get("plain_timeline"):
             plain = {"label": "plain loop", "timeline": memory["plain_timeline"]}
     return [*out, plain] if out and plain else out
 
 
-def cost_table(entries: list[dict[str, Any]], k: int) -> list[dict[str, Any]]:
+def cost_table(entries: list[Entry], k: int) -> list[dict[str, Any]]:
     """The cost model's prediction against the measured reset and paired cost, per strategy and
     N at K (each case's first process: coefficients are calibrated in each process)."""
     out = []
-    for e in sorted(entries, key=lambda e: (strategy_order(e["strategy"]), e["live_tensors"])):
+    for e in sorted(entries, key=lambda e: (strategy_order(e.strategy), e.n)):
         row = _first_process(e)
-        if e["accumulate"] != k or row is None:
+        if e.k != k or row is None:
             continue
         model = row.get("cost_model")
         if not model:
@@ -478,8 +474,8 @@ def cost_table(entries: list[dict[str, Any]], k: int) -> list[dict[str, Any]]:
         reset, paired = measured["reset"], measured["paired_cost"]
         out.append(
             {
-                "strategy": e["strategy"],
-                "n": e["live_tensors"],
+                "strategy": e.strategy,
+                "n": e.n,
                 "counts": model["counts"],
                 "predicted": predicted,
                 "reset": reset,
@@ -497,14 +493,14 @@ def cost_table(entries: list[dict[str, Any]], k: int) -> list[dict[str, Any]]:
 
 def main_flavour(entries) -> str:
     """The grad_sync flavour the report's tables show: last if swept, else the first."""
-    flavours = sorted({e["grad_sync"] for e in entries})
+    flavours = sorted({e.grad_sync for e in entries})
     return "last" if "last" in flavours or not flavours else flavours[0]
 
 
-def flavour_table(entries: list[dict[str, Any]], judged: VerdictFile) -> list[dict[str, Any]]:
+def flavour_table(entries: list[Entry], judged: VerdictFile) -> list[dict[str, Any]]:
     """Under DDP/FSDP2/HSDP, one line per case and flavour: overhead, the flavour against
     ``every`` on one model (verdicts.json's ``grad_sync``), collectives, memory per rank."""
-    if not any(e.get("phases") and e["rows"][0].get("parallel", "none") != "none" for e in entries):
+    if not any(e.phases and e.rows[0].get("parallel", "none") != "none" for e in entries):
         return []
     against = {
         (v.strategy, v.k, v.n, v.a, v.case.get("precision", "fp32")): v for v in judged.grad_sync
@@ -512,30 +508,30 @@ def flavour_table(entries: list[dict[str, Any]], judged: VerdictFile) -> list[di
     out = []
     order = {"every": 0, "scatter": 1, "last": 2}
     for e in sorted(
-        (e for e in entries if e.get("phases")),
+        (e for e in entries if e.phases),
         key=lambda e: (
-            e["accumulate"],
-            e["live_tensors"],
-            strategy_order(e["strategy"]),
-            order.get(e["grad_sync"], 3),
+            e.k,
+            e.n,
+            strategy_order(e.strategy),
+            order.get(e.grad_sync, 3),
         ),
     ):
-        row = e["rows"][0]
+        row = e.rows[0]
         out.append(
             {
-                "strategy": e["strategy"],
-                "k": e["accumulate"],
-                "n": e["live_tensors"],
-                "grad_sync": e["grad_sync"],
-                "overhead": verdicts.overhead(e),
-                "window": e["phases"]["window"],
+                "strategy": e.strategy,
+                "k": e.k,
+                "n": e.n,
+                "grad_sync": e.grad_sync,
+                "overhead": e.overhead,
+                "window": e.phases["window"],
                 "vs_every": against.get(
                     (
-                        e["strategy"],
-                        e["accumulate"],
-                        e["live_tensors"],
-                        e["grad_sync"],
-                        e.get("precision", "fp32"),
+                        e.strategy,
+                        e.k,
+                        e.n,
+                        e.grad_sync,
+                        e.precision,
                     )
                 ),
                 "collectives": row.get("collectives_per_window") or {},
@@ -621,15 +617,15 @@ def report(directory: str | Path) -> dict[str, Any]:
         "rows": len(rows),
         "ok_rows": len(ok_rows),
         "wall": wall_time(rows),
-        "ks": sorted({e["accumulate"] for e in entries}),
-        "ns": sorted({e["live_tensors"] for e in entries}),
-        "strategies": sorted({e["strategy"] for e in entries}, key=strategy_order),
+        "ks": sorted({e.k for e in entries}),
+        "ns": sorted({e.n for e in entries}),
+        "strategies": sorted({e.strategy for e in entries}, key=strategy_order),
         "default": chosen,
         "verdicts": judged,  # the main flavour's comparisons: what the tables show
         "verdicts_json": judged_all,  # every flavour's: verdicts.json
         "grad_sync": flavour,
         "precision": precision,
-        "precisions": sorted({e["precision"] for e in every_case.values()}, key=precision_order),
+        "precisions": sorted({e.precision for e in every_case.values()}, key=precision_order),
         "recipe": recipe(rows, list(every_case.values()), sweep),
         "errors": error_table(list(every_case.values()), flavour),
         "grad_checks": check_summary(list(every_case.values())),

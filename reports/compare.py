@@ -25,6 +25,7 @@ from reports.records import (
     WORDS,
     BetweenRuns,
     CompareFile,
+    Entry,
     GroupNoise,
     Resolution,
     RunComparison,
@@ -50,15 +51,15 @@ def _side(directory: Path) -> dict[str, Any]:
     ok = [r for r in rows if r.get("status") == "ok"]
     first = ok[0] if ok else (rows[0] if rows else {})
     env = {**(run.get("env") or {}), **(first.get("env") or {})}
-    cases: dict[tuple, dict[str, Any]] = {}
+    cases: dict[tuple, Entry] = {}
     failed = []
     for entry in pooled(rows).values():
         # a precision other than fp32 is part of the strategy's name here (another case)
-        precision = entry.get("precision", "fp32")
-        name = entry["strategy"] + ("" if precision == "fp32" else f" @{precision}")
-        key = (name, entry["accumulate"], entry["live_tensors"], entry["grad_sync"])
+        precision = entry.precision
+        name = entry.strategy + ("" if precision == "fp32" else f" @{precision}")
+        key = (name, entry.k, entry.n, entry.grad_sync)
         # one run normally holds one setting of each; keep the first if it holds more
-        if entry.get("rows"):
+        if entry.rows:
             cases.setdefault(key, entry)
         else:
             failed.append(key)
@@ -87,7 +88,7 @@ def _metrics(
 ) -> dict[str, RunComparison]:
     """B's case against A's on every metric (a time comparison's word comes later)."""
     strategy, k, n, flavour = key
-    differ = [name for name in SWEEP_IDENTITY if ea["rows"][0].get(name) != eb["rows"][0].get(name)]
+    differ = [name for name in SWEEP_IDENTITY if ea.rows[0].get(name) != eb.rows[0].get(name)]
     metrics = {}
     for metric in verdicts.METRICS:
         c = verdicts.comparison(
@@ -112,7 +113,7 @@ def _metrics(
 def _line(ea, eb, key: tuple, metrics: dict[str, RunComparison]) -> dict[str, Any]:
     """One case of the page: its settings, both overheads, its verdicts, its phases."""
     strategy, k, n, flavour = key
-    settings = {name: eb["rows"][0].get(name) for name in SWEEP_IDENTITY if name != "preset"}
+    settings = {name: eb.rows[0].get(name) for name in SWEEP_IDENTITY if name != "preset"}
     ranks = f" grad_sync={flavour}" if settings.get("parallel") not in (None, "none") else ""
     return {
         "strategy": strategy,
@@ -122,14 +123,14 @@ def _line(ea, eb, key: tuple, metrics: dict[str, RunComparison]) -> dict[str, An
         "label": f"{strategy}  K={k} N={n:,}{ranks}",
         "settings": settings,
         "settings_differ": metrics["window"].case.get("settings_differ", []),
-        "overhead_a": verdicts.overhead(ea),
-        "overhead_b": verdicts.overhead(eb),
+        "overhead_a": ea.overhead,
+        "overhead_b": eb.overhead,
         "metrics": metrics,
         "window": metrics["window"],
         "phases": [
-            {"phase": phase, "a": ea["phases"][phase], "b": eb["phases"][phase]}
+            {"phase": phase, "a": ea.phases[phase], "b": eb.phases[phase]}
             for phase in PHASES
-            if phase in ea.get("phases", {}) and phase in eb.get("phases", {})
+            if phase in ea.phases and phase in eb.phases
         ],
     }
 

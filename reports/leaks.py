@@ -30,7 +30,7 @@ import dataclasses
 import statistics
 from typing import Any
 
-from reports.records import Growth, VerdictFile
+from reports.records import Entry, Growth, VerdictFile
 
 LEAK_BYTES = 64 * 2**10  # per window, beyond the plain loop's growth in the same process
 LEAK_WINDOWS = 4  # the fewest windows a slope is judged over
@@ -58,18 +58,18 @@ def process_excess(row: dict[str, Any]) -> tuple[float, float, float, float] | N
     return growth, plain, own, own - max(plain, 0.0)
 
 
-def judge(entry: dict[str, Any]) -> Growth:
+def judge(entry: Entry) -> Growth:
     """A pooled case's growth figures and its word."""
-    measured = [m for m in map(process_excess, entry.get("rows", [])) if m is not None]
-    rows = [r for r in entry.get("rows", []) if process_excess(r)]
+    measured = [m for m in map(process_excess, entry.rows) if m is not None]
+    rows = [r for r in entry.rows if process_excess(r)]
     case = Growth(
-        strategy=entry["strategy"],
-        k=entry["accumulate"],
-        n=entry["live_tensors"],
-        case={"grad_sync": entry["grad_sync"], "precision": entry["precision"]},
+        strategy=entry.strategy,
+        k=entry.k,
+        n=entry.n,
+        case={"grad_sync": entry.grad_sync, "precision": entry.precision},
         processes=len(measured),
         measure=next(
-            (r["memory"].get("growth_measure") for r in entry.get("rows", []) if r.get("memory")),
+            (r["memory"].get("growth_measure") for r in entry.rows if r.get("memory")),
             None,
         ),
         verdict="unmeasured",
@@ -90,10 +90,10 @@ def judge(entry: dict[str, Any]) -> Growth:
     )
 
 
-def growth_verdicts(entries: list[dict[str, Any]]) -> list[Growth]:
+def growth_verdicts(entries: list[Entry]) -> list[Growth]:
     """Every ok case's growth word, in the order verdicts.json lists cases."""
-    ok = [e for e in entries if e.get("rows")]
-    ordered = sorted(ok, key=lambda e: (e["accumulate"], e["live_tensors"], e["strategy"]))
+    ok = [e for e in entries if e.rows]
+    ordered = sorted(ok, key=lambda e: (e.k, e.n, e.strategy))
     return [judge(e) for e in ordered]
 
 
@@ -102,10 +102,10 @@ def leaking(result: VerdictFile, k: int, n: int) -> list[str]:
     return sorted({c.strategy for c in result.leaks if (c.k, c.n) == (k, n)})
 
 
-def lookup(result: VerdictFile, entry: dict[str, Any]) -> Growth | None:
+def lookup(result: VerdictFile, entry: Entry) -> Growth | None:
     """A pooled case's growth verdict in verdicts.json's ``result``."""
-    case = {"grad_sync": entry["grad_sync"], "precision": entry["precision"]}
-    key = (entry["strategy"], entry["accumulate"], entry["live_tensors"], case)
+    case = {"grad_sync": entry.grad_sync, "precision": entry.precision}
+    key = (entry.strategy, entry.k, entry.n, case)
     return next(
         (c for c in result.memory_growth if (c.strategy, c.k, c.n, c.case) == key),
         None,

@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
 
@@ -105,6 +105,48 @@ class Paired:
         else:
             keys = _fields(Paired)
         return {key: getattr(self, key) for key in keys}
+
+
+# -- a case pooled over its processes -------------------------------------------------------------
+@dataclass(slots=True)
+class Entry:
+    """One case pooled over its processes (``rows.pooled``): a strategy with its options at
+    K and N, with one grad_sync flavour, precision and the sweep's settings; its ok rows (one
+    per process) and its failed ones. The rows stay as ``rows.read`` gave them."""
+
+    strategy: str  # the report's name of the case: ``name`` or ``name:k=v`` (rows.label)
+    name: str  # the registered strategy
+    options: str  # its options, ``k=v:k2=v2``, or ""
+    k: int  # accumulation steps K (a row's ``accumulate``)
+    n: int  # unrelated live tensors N (a row's ``live_tensors``)
+    grad_sync: str = "last"
+    precision: str = "fp32"
+    # the sweep's settings (rows.SWEEP_IDENTITY): the same for every case of a sweep
+    workload: str = ""
+    preset: str = ""
+    device: str = "cpu"
+    world_size: int = 1
+    parallel: str = "none"
+    mesh: str = ""
+    repeat: int = 0
+    warmup: int = 0
+    threads: int = 1
+    seed: int = 0
+    optimizer: str = "adamw"
+    clip_norm: float | None = None
+    compile: bool = False
+    compare_settings: str = ""
+    pin: bool = False
+    rows: list[dict[str, Any]] = field(default_factory=list)  # ok rows, one per process
+    failed: list[dict[str, Any]] = field(default_factory=list)  # rows of failed processes
+    samples: dict[str, list[float]] = field(default_factory=dict)  # per phase, every process's
+    phases: dict[str, dict[str, Any]] = field(default_factory=dict)  # stats.summarize per phase
+    overhead: Paired = field(default_factory=lambda: Paired())  # the paired ratio, pooled
+
+    @property
+    def rounds(self) -> int:
+        """Processes that finished (the control's extra ones included)."""
+        return len(self.rows)
 
 
 # -- a case's noise -------------------------------------------------------------------------------

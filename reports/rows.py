@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import warnings
+import zlib
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 from reports import stats
+from reports.records import Entry, Paired
 
 RESULTS = "results.jsonl"
 PHASES = ("reset", "forward", "backward", "update", "window", "sync")  # sync: DDP only
@@ -163,32 +165,50 @@ def label(strategy: str, options: str) -> str:
     return f"{strategy}:{options}" if options else strategy
 
 
-def pooled(rows: list[dict[str, Any]]) -> dict[tuple, dict[str, Any]]:
-    """One entry per case: ok rounds' raw samples pooled and summarised again; failures kept."""
+def pooled(rows: list[dict[str, Any]]) -> dict[tuple, Entry]:
+    """One entry per case: ok rounds' raw samples pooled and summarised again, the paired
+    ratio over its processes; failures kept."""
     groups: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         groups[case_key(row)].append(row)
     out = {}
     for key, group in groups.items():
         ok = [r for r in group if r.get("status") == "ok"]
-        entry: dict[str, Any] = {
-            **dict(zip(CASE_KEY, key, strict=True)),
+        case = dict(zip(CASE_KEY, key, strict=True))
+        entry = Entry(
             # the report's name of the case's strategy: a strategy with options is another one
-            "strategy": label(key[0], key[1]),
-            "name": key[0],
-            "rounds": len(ok),
-            "failed": [r for r in group if r.get("status") != "ok"],
-            "rows": ok,
-        }
+            strategy=label(case["strategy"], case["options"]),
+            name=case["strategy"],
+            options=case["options"],
+            k=case["accumulate"],
+            n=case["live_tensors"],
+            grad_sync=case["grad_sync"],
+            precision=case["precision"],
+            **{name: case[name] for name in SWEEP_IDENTITY},
+            rows=ok,
+            failed=[r for r in group if r.get("status") != "ok"],
+        )
         if ok:
-            samples = {
+            entry.samples = {
                 phase: [s for r in ok for s in r.get("samples", {}).get(phase, [])]
                 for phase in PHASES
             }
-            entry["samples"] = samples
-            entry["phases"] = {p: stats.summarize(v) for p, v in samples.items() if v}
+            entry.phases = {p: stats.summarize(v) for p, v in entry.samples.items() if v}
+            entry.overhead = paired_overhead(entry)
         out[key] = entry
     return out
+
+
+def paired_overhead(entry: Entry) -> Paired:
+    """A case's paired ratio, its processes' pairs pooled (a hierarchical bootstrap, seeded
+    by the case)."""
+    groups = [
+        stats.log_ratios(r["samples"]["window"], r["samples"]["plain_window"])
+        for r in entry.rows
+        if r.get("samples", {}).get("plain_window")
+    ]
+    seed = zlib.crc32(repr((entry.strategy, entry.k, entry.n)).encode())
+    return Paired.from_stats(stats.paired(groups, seed=seed))
 
 
 def accepted(check: dict[str, Any]) -> tuple[float, float, str]:

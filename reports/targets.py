@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from reports import rows, verdicts
-from reports.records import Comparison, Paired, VerdictFile
+from reports.records import Comparison, Entry, Paired, VerdictFile
 
 OVERHEAD_MAX, OVERHEAD_CI_MAX = 1.03, 1.05
 GLOBAL_GROWTH_MIN, BLOCK_GROWTH_MAX = 1.5, 1.2
@@ -21,35 +21,35 @@ def overhead_ok(result: Paired) -> bool:
     )
 
 
-def _entry(pooled, strategy: str, k: int, n: int) -> dict[str, Any] | None:
+def _entry(pooled, strategy: str, k: int, n: int) -> Entry | None:
     for entry in pooled.values():
-        if (entry["strategy"], entry["accumulate"], entry["live_tensors"]) == (strategy, k, n):
-            return entry if entry.get("phases") else None
+        if (entry.strategy, entry.k, entry.n) == (strategy, k, n):
+            return entry if entry.phases else None
     return None
 
 
 def _reset(pooled, strategy: str, k: int, n: int) -> float | None:
     entry = _entry(pooled, strategy, k, n)
-    return entry["phases"].get("reset", {}).get("median_s") if entry else None
+    return entry.phases.get("reset", {}).get("median_s") if entry else None
 
 
 def _ratio(c: Comparison) -> str:
     return f"{verdicts.ratio_text(c)}: {c.verdict}"
 
 
-def _core(pooled: dict[tuple, dict[str, Any]]) -> list[dict[str, Any]]:
+def _core(pooled: dict[tuple, Entry]) -> list[dict[str, Any]]:
     """native against the plain loop beside it: the core's own overhead, per K and N."""
     out = []
     for entry in pooled.values():
-        if entry["strategy"] != "native" or not entry.get("phases"):
+        if entry.strategy != "native" or not entry.phases:
             continue
-        result = verdicts.overhead(entry)
+        result = entry.overhead
         if result.ratio is None:
             continue
         out.append(
             {
                 "target": f"core overhead, native / plain loop, paired "
-                f"(K={entry['accumulate']}, N={entry['live_tensors']})",
+                f"(K={entry.k}, N={entry.n})",
                 "value": verdicts.ratio_text(result),
                 "limit": f"<= {OVERHEAD_MAX} with CI high <= {OVERHEAD_CI_MAX}",
                 "ok": overhead_ok(result),
@@ -106,9 +106,9 @@ def _gradient_checks(entries) -> list[dict[str, Any]]:
     """Every precision's cases (the tables show one): a line per precision, its tolerances."""
     by_precision: dict[str, list[tuple[dict, list]]] = {}
     for e in entries:
-        found = [r["grad_check"] for r in e.get("rows", []) if r.get("grad_check")]
+        found = [r["grad_check"] for r in e.rows if r.get("grad_check")]
         if found:
-            by_precision.setdefault(e.get("precision", "fp32"), []).append((e, found))
+            by_precision.setdefault(e.precision, []).append((e, found))
     out = []
     for precision, here in sorted(by_precision.items()):
         checks = [c for _, found in here for c in found]
@@ -135,14 +135,14 @@ def _gradient_checks(entries) -> list[dict[str, Any]]:
 
 
 def evaluate(
-    pooled: dict[tuple, dict[str, Any]],
+    pooled: dict[tuple, Entry],
     judged: VerdictFile,
-    every: dict[tuple, dict[str, Any]] | None = None,
+    every: dict[tuple, Entry] | None = None,
 ) -> list[dict[str, Any]]:
     """Each target that this sweep's cases (the tables' precision and flavour) can answer:
     what, measured, limit, ok; the gradient checks of ``every`` case, per precision."""
-    ks = sorted({e["accumulate"] for e in pooled.values()})
-    ns = sorted({e["live_tensors"] for e in pooled.values()})
+    ks = sorted({e.k for e in pooled.values()})
+    ns = sorted({e.n for e in pooled.values()})
     out = _core(pooled)
     for k in ks if ns else []:
         out += _strategies(pooled, judged, k, ns)

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import math
 import statistics
-import zlib
 from collections import defaultdict
 from itertools import combinations
 from typing import Any
@@ -49,6 +48,7 @@ from reports.records import (
     CaseNoise,
     CaseOverhead,
     Comparison,
+    Entry,
     ErrorControl,
     GroupNoise,
     LoopComparison,
@@ -149,45 +149,30 @@ def noisy(row: dict[str, Any]) -> bool:
     return case_noise(row).noisy
 
 
-def overhead(entry: dict[str, Any]) -> Paired:
-    """A case's paired ratio pooled over its processes (cached on the entry)."""
-    if "paired" not in entry:
-        groups = [
-            stats.log_ratios(r["samples"]["window"], r["samples"]["plain_window"])
-            for r in entry.get("rows", [])
-            if r.get("samples", {}).get("plain_window")
-        ]
-        seed = zlib.crc32(
-            repr((entry["strategy"], entry["accumulate"], entry["live_tensors"])).encode()
-        )
-        entry["paired"] = Paired.from_stats(stats.paired(groups, seed=seed))
-    return entry["paired"]
-
-
-def memory_figure(entry: dict[str, Any], key: str) -> float | None:
+def memory_figure(entry: Entry, key: str) -> float | None:
     """An exact memory figure of a case: its median over processes (they agree when exact)."""
     values = [
         (r.get("memory") or {}).get(key)
-        for r in entry.get("rows", [])
+        for r in entry.rows
         if (r.get("memory") or {}).get(key) is not None
     ]
     return statistics.median(values) if values else None
 
 
 # -- time: one figure per process, one interval per comparison -----------------------------------
-def group_key(entry: dict[str, Any]) -> tuple:
+def group_key(entry: Entry) -> tuple:
     """The group of cases that run the same loop: K, N and the case's swept settings (grad_sync,
     precision, recipe) and ranks. Noise between processes is estimated per group."""
     fields = tuple(sorted(case_fields(entry).items()))
-    ranks = (entry.get("parallel"), entry.get("world_size"))
-    return (entry["accumulate"], entry["live_tensors"], fields, ranks)
+    ranks = (entry.parallel, entry.world_size)
+    return (entry.k, entry.n, fields, ranks)
 
 
-def process_logs(entry: dict[str, Any]) -> list[float]:
+def process_logs(entry: Entry) -> list[float]:
     """The case's figure in each of its processes: log of its paired overhead there (the
     trimmed mean of the log ratios of its pairs)."""
     out = []
-    for r in entry.get("rows", []):
+    for r in entry.rows:
         samples = r.get("samples") or {}
         if samples.get("plain_window"):
             x = stats.process_log(samples["window"], samples["plain_window"])
@@ -196,7 +181,7 @@ def process_logs(entry: dict[str, Any]) -> list[float]:
     return out
 
 
-def noise(entries: list[dict[str, Any]], min_effect: float) -> dict[tuple, GroupNoise]:
+def noise(entries: list[Entry], min_effect: float) -> dict[tuple, GroupNoise]:
     """Per group: the variance of one process's log overhead between processes, pooled over
     the group's strategies with two or more processes (its df), and the group's resolution.
 
@@ -204,7 +189,7 @@ def noise(entries: list[dict[str, Any]], min_effect: float) -> dict[tuple, Group
     borrows the variance pooled over the groups with the same settings other than K and N,
     and says which (``pooled_from``); a group that cannot borrow has no variance, and its time
     comparisons are ``unclear``."""
-    by_group: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
+    by_group: dict[tuple, list[Entry]] = defaultdict(list)
     for e in entries:
         by_group[group_key(e)].append(e)
     logs = {g: [process_logs(e) for e in here] for g, here in by_group.items()}
@@ -267,7 +252,7 @@ def decide_time(comparisons: list[Comparison], min_effect: float, looks: int = 1
         c.verdict = judge(c, min_effect, alpha)
 
 
-def memory_floors(entries: list[dict[str, Any]]) -> dict[str, float]:
+def memory_floors(entries: list[Entry]) -> dict[str, float]:
     """Per memory metric, the largest relative spread (max - min) / max of the figure between
     processes that ran the same loop: the plain loop of every process with the same swept
     settings, and each case's own processes."""
@@ -276,7 +261,7 @@ def memory_floors(entries: list[dict[str, Any]]) -> dict[str, float]:
         plain: dict[tuple, list[float]] = defaultdict(list)
         samples = []
         for e in entries:
-            rows = [r.get("memory") or {} for r in e.get("rows", [])]
+            rows = [r.get("memory") or {} for r in e.rows]
             plain[tuple(sorted(case_fields(e).items()))] += [
                 m[f"plain_{key}"] for m in rows if m.get(f"plain_{key}") is not None
             ]
@@ -306,7 +291,7 @@ def comparison(
     """a against b on one metric, as a ``record`` with ``fields`` (a, b, k, n, case, ...);
     a time comparison's word is set by ``decide_time``, a memory one's here against the
     group's memory floor."""
-    noisy_sides = any(noisy(r) for e in (ea, eb) for r in e.get("rows", []))
+    noisy_sides = any(noisy(r) for e in (ea, eb) for r in e.rows)
     c = record(metric=metric, noisy=noisy_sides, **fields)
     if c.timed:
         return c.measured(compare_time(ea, eb, spread))
@@ -345,29 +330,29 @@ def interval_text(
 RECIPE = ("optimizer", "clip_norm", "compile", "compare_settings")
 
 
-def case_fields(entry: dict[str, Any]) -> dict[str, Any]:
+def case_fields(entry: Entry) -> dict[str, Any]:
     """The case's swept settings other than strategy, K and N: strategies are compared only
     with the same ones (a later axis lands here)."""
     return {
-        "grad_sync": entry["grad_sync"],
-        "precision": entry["precision"],
+        "grad_sync": entry.grad_sync,
+        "precision": entry.precision,
         # the sweep's training loop (the same for every case of a sweep): what was judged
-        **{key: entry[key] for key in RECIPE},
+        **{key: getattr(entry, key) for key in RECIPE},
     }
 
 
 def strategy_comparisons(
-    entries: list[dict[str, Any]], spreads: dict[tuple, GroupNoise], min_effect: float
+    entries: list[Entry], spreads: dict[tuple, GroupNoise], min_effect: float
 ) -> list[Comparison]:
     """Every unordered pair of strategies in every group, per metric (time words unset until
     ``decide_time``)."""
-    groups: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
+    groups: dict[tuple, list[Entry]] = defaultdict(list)
     for e in entries:
         groups[group_key(e)].append(e)
     out = []
     for key, here in sorted(groups.items(), key=lambda item: repr(item[0])):
         spread = spreads[key]
-        for ea, eb in combinations(sorted(here, key=lambda e: e["strategy"]), 2):
+        for ea, eb in combinations(sorted(here, key=lambda e: e.strategy), 2):
             for metric in METRICS:
                 out.append(
                     comparison(
@@ -376,8 +361,8 @@ def strategy_comparisons(
                         metric,
                         min_effect,
                         spread,
-                        a=ea["strategy"],
-                        b=eb["strategy"],
+                        a=ea.strategy,
+                        b=eb.strategy,
                         k=key[0],
                         n=key[1],
                         case=case_fields(ea),
@@ -386,15 +371,15 @@ def strategy_comparisons(
     return out
 
 
-def by_case(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def by_case(entries: list[Entry]) -> list[Entry]:
     """Cases in the order verdicts.json lists them: K, N, strategy."""
-    return sorted(entries, key=lambda e: (e["accumulate"], e["live_tensors"], e["strategy"]))
+    return sorted(entries, key=lambda e: (e.k, e.n, e.strategy))
 
 
-def verdicts(entries: list[dict[str, Any]], min_effect: float, looks: int = 1) -> VerdictFile:
+def verdicts(entries: list[Entry], min_effect: float, looks: int = 1) -> VerdictFile:
     """verdicts.json's content: every unordered pair of strategies in every group, per metric,
     the loops compared inside each case's processes, and each group's noise and resolution."""
-    ok = [e for e in entries if e.get("rows")]
+    ok = [e for e in entries if e.rows]
     spreads = noise(ok, min_effect)
     comparisons = strategy_comparisons(ok, spreads, min_effect)
     grad_sync = loop_verdicts(ok, spreads)
@@ -406,7 +391,7 @@ def verdicts(entries: list[dict[str, Any]], min_effect: float, looks: int = 1) -
         noise_floor=[s for _, s in sorted(spreads.items(), key=lambda item: repr(item[0]))],
         noise_floor_method=NOISE_METHOD,
         # which signal called a case noisy: psi where Linux has it, else involuntary switches
-        noisy_by=sorted({case_noise(r).signal or "none" for e in ok for r in e.get("rows", [])}),
+        noisy_by=sorted({case_noise(r).signal or "none" for e in ok for r in e.rows}),
         rule=RULE,
         error_control=ErrorControl(
             method="Benjamini-Hochberg false discovery rate (scipy.stats."
@@ -417,10 +402,7 @@ def verdicts(entries: list[dict[str, Any]], min_effect: float, looks: int = 1) -
             comparisons=sum(c.timed for c in family),
         ),
         overheads=[
-            CaseOverhead(
-                e["strategy"], e["accumulate"], e["live_tensors"], case_fields(e), overhead(e)
-            )
-            for e in by_case(ok)
+            CaseOverhead(e.strategy, e.k, e.n, case_fields(e), e.overhead) for e in by_case(ok)
         ],
         comparisons=comparisons,
         grad_sync=grad_sync,
@@ -438,13 +420,13 @@ AGAINST = {
 }
 
 
-def loop_logs(entry: dict[str, Any], kind: str = "grad_sync") -> list[float]:
+def loop_logs(entry: Entry, kind: str = "grad_sync") -> list[float]:
     """A case's loop over another loop of the same strategy in each of its processes (log of
     the paired ratio: ``grad_sync``: its flavour over ``every``; ``settings``: its recipe over
     the ``--compare-settings`` one)."""
     mine, other = AGAINST[kind]
     out = []
-    for r in entry.get("rows", []):
+    for r in entry.rows:
         samples = r.get("samples") or {}
         if samples.get(mine):
             x = stats.process_log(samples[mine], samples[other])
@@ -453,12 +435,12 @@ def loop_logs(entry: dict[str, Any], kind: str = "grad_sync") -> list[float]:
     return out
 
 
-def loop_sides(entry: dict[str, Any], kind: str) -> tuple[str, str]:
+def loop_sides(entry: Entry, kind: str) -> tuple[str, str]:
     """What a and b of a loop comparison are: the case's flavour and ``every``, or its
     setting and the ``--compare-settings`` one (``precision=bf16``)."""
     if kind == "grad_sync":
-        return entry["grad_sync"], "every"
-    vs = entry["rows"][0].get("settings_vs") or {}
+        return entry.grad_sync, "every"
+    vs = entry.rows[0].get("settings_vs") or {}
     setting = vs.get("setting")
     return f"{setting}={spell(vs.get('mine'))}", f"{setting}={spell(vs.get('other'))}"
 
@@ -480,13 +462,13 @@ def loop_verdicts(entries, spreads, kind: str = "grad_sync") -> list[LoopCompari
         c = LoopComparison(
             a=a,
             b=b,
-            k=e["accumulate"],
-            n=e["live_tensors"],
+            k=e.k,
+            n=e.n,
             case=case_fields(e),
             metric="window",
-            strategy=e["strategy"],
-            pairs=sum(len(r["samples"][AGAINST[kind][0]]) for r in e["rows"]),
-            noisy=any(noisy(r) for r in e.get("rows", [])),
+            strategy=e.strategy,
+            pairs=sum(len(r["samples"][AGAINST[kind][0]]) for r in e.rows),
+            noisy=any(noisy(r) for r in e.rows),
         )
         out.append(c.measured(stats.contrast(logs, None, variance, df)))
     return out

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from reports import leaks
+from reports.records import Entry
 from reports.rows import read
 from tests.conftest import ROOT, run_reports
 from tests.synthetic import make_row
@@ -19,7 +20,7 @@ from tests.synthetic import make_row
 KIB = 2**10
 
 
-def entry(*processes: tuple[float | None, float | None, int, int]) -> dict:
+def entry(*processes: tuple[float | None, float | None, int, int]) -> Entry:
     """A pooled case of native whose processes grew (per pair, plain alone, pairs, plain
     windows) as given."""
     rows = []
@@ -32,14 +33,7 @@ def entry(*processes: tuple[float | None, float | None, int, int]) -> dict:
             plain_growth_windows=plain_windows,
         )
         rows.append(row)
-    return {
-        "strategy": "native",
-        "accumulate": 1,
-        "live_tensors": 0,
-        "grad_sync": "last",
-        "precision": "fp32",
-        "rows": rows,
-    }
+    return Entry(strategy="native", name="native", options="", k=1, n=0, rows=rows)
 
 
 @pytest.mark.parametrize(

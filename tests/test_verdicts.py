@@ -10,7 +10,7 @@ import pytest
 from synthetic import standard_rows
 
 from reports import stats, verdicts
-from reports.records import FLIP, Comparison, Paired
+from reports.records import FLIP, Comparison, Entry, Paired
 
 
 @pytest.mark.parametrize(
@@ -95,23 +95,13 @@ def test_a_memory_difference_inside_the_measured_memory_floor_is_unclear():
     assert verdicts.decide_exact(130, 100, 0.02, floor=0.15)["verdict"] == "higher"
 
 
-CASE_FIELDS = {  # a pooled entry's swept settings beside strategy, K and N
-    "grad_sync": "last",
-    "precision": "fp32",
-    "optimizer": "adamw",
-    "clip_norm": None,
-    "compile": False,
-    "compare_settings": "",
-}
-
-
 def test_the_memory_floor_is_the_spread_of_identical_loops_between_processes():
     def entry(strategy, peaks, plain_peaks):
         rows = [
             {"memory": {"peak_bytes": p, "held_bytes": 10, "plain_peak_bytes": q}}
             for p, q in zip(peaks, plain_peaks, strict=True)
         ]
-        return {"strategy": strategy, **CASE_FIELDS, "rows": rows}
+        return Entry(strategy=strategy, name=strategy, options="", k=1, n=0, rows=rows)
 
     exact = [entry("a", [100], [90]), entry("b", [120], [90])]
     assert verdicts.memory_floors(exact) == {"peak_memory": 0.0, "held_memory": 0.0}
@@ -135,14 +125,8 @@ def _row(strategy, k, ratio, split=0.01, pressure=0.0, rnd=0):
 
 def _entry(rows):
     first = rows[0]
-    return {
-        "strategy": first["strategy"],
-        "accumulate": first["accumulate"],
-        "live_tensors": 0,
-        **CASE_FIELDS,
-        "rows": rows,
-        "phases": {"window": {}},
-    }
+    name, k = first["strategy"], first["accumulate"]
+    return Entry(strategy=name, name=name, options="", k=k, n=0, rows=rows, phases={"window": {}})
 
 
 def test_a_groups_noise_is_the_pooled_variance_of_process_figures_with_its_df():
@@ -180,7 +164,7 @@ def test_a_group_without_df_borrows_from_its_settings_at_other_k_and_says_so():
     assert at[1].variance == pytest.approx(at[4].variance)
     assert at[4].pooled_from == []
     # another precision never lends: bf16 judges bf16
-    bf16 = [{**e, "precision": "bf16"} for e in entries[:2]]
+    bf16 = [dataclasses.replace(e, precision="bf16") for e in entries[:2]]
     spreads = verdicts.noise([*bf16, *entries[2:]], 0.02)
     lone = next(s for key, s in spreads.items() if dict(key[2])["precision"] == "bf16")
     assert lone.df == 0 and lone.resolution is None
