@@ -329,15 +329,11 @@ def process_line(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def case_table(entries: list[Entry], result: VerdictFile) -> list[dict[str, Any]]:
     """One line per case: paired overhead, verdicts against native, memory, gradient check."""
     out = []
-    for e in sorted(
-        entries,
-        key=lambda e: (e.k, e.n, strategy_order(e.strategy)),
-    ):
-        k, n = e.k, e.n
+    for e in sorted(entries, key=lambda e: (e.k, e.n, strategy_order(e.strategy))):
         line: dict[str, Any] = {
             "strategy": e.strategy,
-            "k": k,
-            "n": n,
+            "k": e.k,
+            "n": e.n,
             "rounds": e.rounds,
             "failed": len(e.failed),
             "ok": bool(e.phases),
@@ -345,51 +341,57 @@ def case_table(entries: list[Entry], result: VerdictFile) -> list[dict[str, Any]
             "trace": profile.trace_of(e),
         }
         if e.phases:
-            line["phases"] = e.phases
-            line["overhead"] = e.overhead
-            if e.strategy != REFERENCE:
-                line["vs_native"] = {
-                    metric: verdicts.lookup(result, e.strategy, REFERENCE, k, n, metric)
-                    for metric in verdicts.METRICS
-                }
-            rows = e.rows
-            line["memory"] = {
-                key: verdicts.memory_figure(e, key)
-                for key in (
-                    "held_bytes",
-                    "peak_bytes",
-                    "plain_held_bytes",
-                    "plain_peak_bytes",
-                    "param_bytes",
-                    "peak_rss_bytes",
-                    "growth_bytes_per_window",
-                    "plain_growth_bytes_per_window",
-                )
-            }
-            line["leak"] = leaks.lookup(result, e)
-            line["memory"]["growth_measure"] = next(
-                (r["memory"].get("growth_measure") for r in rows if r.get("memory")), None
-            )
-            pressure = [
-                (r.get("cpu_pressure") or {}).get("median")
-                for r in rows
-                if (r.get("cpu_pressure") or {}).get("median") is not None
-            ]
-            line["cpu_pressure"] = max(pressure) if pressure else None
-            line["process"] = process_line(rows)
-            calls = [r["allreduce_per_window"] for r in rows if r.get("allreduce_per_window")]
-            line["allreduce_per_window"] = _median(calls) if calls else None
-            checks = [r["grad_check"] for r in rows if r.get("grad_check")]
-            if checks:
-                line["grad_check"] = {
-                    "max_rel_diff": max(c["max_rel_diff"] for c in checks),
-                    "max_abs_diff": max(c["max_abs_diff"] for c in checks),
-                    "tolerance": max(c["tolerance"] for c in checks),
-                    "windows": min(c.get("windows", 1) for c in checks),
-                    "ok": all(c["ok"] for c in checks),
-                }
+            line.update(measured_line(e, result))
         out.append(line)
     return out
+
+
+CASE_MEMORY = (  # the memory figures of a case's line, each its median over processes
+    "held_bytes",
+    "peak_bytes",
+    "plain_held_bytes",
+    "plain_peak_bytes",
+    "param_bytes",
+    "peak_rss_bytes",
+    "growth_bytes_per_window",
+    "plain_growth_bytes_per_window",
+)
+
+
+def measured_line(e: Entry, result: VerdictFile) -> dict[str, Any]:
+    """What a finished case's line shows: its phases and overhead, its verdicts against
+    native, memory and growth, CPU pressure, its processes, collectives, gradient check."""
+    rows = e.rows
+    line: dict[str, Any] = {"phases": e.phases, "overhead": e.overhead}
+    if e.strategy != REFERENCE:
+        line["vs_native"] = {
+            metric: verdicts.lookup(result, e.strategy, REFERENCE, e.k, e.n, metric)
+            for metric in verdicts.METRICS
+        }
+    line["memory"] = {key: verdicts.memory_figure(e, key) for key in CASE_MEMORY}
+    line["leak"] = leaks.lookup(result, e)
+    line["memory"]["growth_measure"] = next(
+        (r["memory"].get("growth_measure") for r in rows if r.get("memory")), None
+    )
+    pressure = [
+        (r.get("cpu_pressure") or {}).get("median")
+        for r in rows
+        if (r.get("cpu_pressure") or {}).get("median") is not None
+    ]
+    line["cpu_pressure"] = max(pressure) if pressure else None
+    line["process"] = process_line(rows)
+    calls = [r["allreduce_per_window"] for r in rows if r.get("allreduce_per_window")]
+    line["allreduce_per_window"] = _median(calls) if calls else None
+    checks = [r["grad_check"] for r in rows if r.get("grad_check")]
+    if checks:
+        line["grad_check"] = {
+            "max_rel_diff": max(c["max_rel_diff"] for c in checks),
+            "max_abs_diff": max(c["max_abs_diff"] for c in checks),
+            "tolerance": max(c["tolerance"] for c in checks),
+            "windows": min(c.get("windows", 1) for c in checks),
+            "ok": all(c["ok"] for c in checks),
+        }
+    return line
 
 
 def core_overheads(entries: list[Entry]) -> list[dict[str, Any]]:
@@ -588,10 +590,10 @@ def report(directory: str | Path) -> dict[str, Any]:
     rows = read(directory)
     run = _run_info(directory)
     every_case = pooled(rows)
+    every = list(every_case.values())
     # strategies are compared within one grad_sync flavour: the tables show the main one ("last",
     # what DDP's no_sync does), the flavour section every one (verdicts.json holds them all)
-    flavour = main_flavour(every_case.values())
-    precision = main_precision(every_case.values())
+    flavour, precision = main_flavour(every), main_precision(every)
     main = {"grad_sync": flavour, "precision": precision}
     cases = {
         key: e
@@ -599,24 +601,11 @@ def report(directory: str | Path) -> dict[str, Any]:
         if all(verdicts.case_fields(e).get(name) == value for name, value in main.items())
     }
     entries = list(cases.values())
-    ok_rows = [r for r in rows if r.get("status") == "ok"]
-    first = ok_rows[0] if ok_rows else (rows[0] if rows else {})
-    env = {**(run.get("env") or {}), **(first.get("env") or {})}
-    sweep = run.get("sweep") or {}
+    page = the_run(directory, rows, run)
     chosen = default_case(run, entries)
-    judged_all, judged = judge_sweep(list(every_case.values()), run, main)
+    judged_all, judged = judge_sweep(every, run, main)
     result: dict[str, Any] = {
-        "directory": directory,
-        "world_size": max((r.get("world_size") or 1 for r in rows), default=1),
-        "workload": first["workload"],
-        "has_sync": any("sync" in (r.get("phases") or {}) for r in ok_rows),
-        "run": run,
-        "sweep": sweep,
-        "env": env,
-        "first": first,
-        "rows": len(rows),
-        "ok_rows": len(ok_rows),
-        "wall": wall_time(rows),
+        **page,
         "ks": sorted({e.k for e in entries}),
         "ns": sorted({e.n for e in entries}),
         "strategies": sorted({e.strategy for e in entries}, key=strategy_order),
@@ -625,29 +614,49 @@ def report(directory: str | Path) -> dict[str, Any]:
         "verdicts_json": judged_all,  # every flavour's: verdicts.json
         "grad_sync": flavour,
         "precision": precision,
-        "precisions": sorted({e.precision for e in every_case.values()}, key=precision_order),
-        "recipe": recipe(rows, list(every_case.values()), sweep),
-        "errors": error_table(list(every_case.values()), flavour),
-        "grad_checks": check_summary(list(every_case.values())),
-        "settings": settings_table(list(every_case.values()), judged_all),
-        "parallel": first.get("parallel", "none"),
-        "flavours": flavour_table(list(every_case.values()), judged_all),
+        "precisions": sorted({e.precision for e in every}, key=precision_order),
+        "recipe": recipe(rows, every, page["sweep"]),
+        "errors": error_table(every, flavour),
+        "grad_checks": check_summary(every),
+        "settings": settings_table(every, judged_all),
+        "flavours": flavour_table(every, judged_all),
         "cases": profile.with_traces(directory, case_table(entries, judged)),
         "overheads": core_overheads(entries),
         "overhead_limit": (targets.OVERHEAD_MAX, targets.OVERHEAD_CI_MAX),
         "targets": targets.evaluate(cases, judged, every_case),
+        "flamegraphs": flamegraphs(directory, entries),
+        "profiles": profile.profiles(directory, entries, chosen),
+    }
+    return {**result, **at_the_answer(entries, chosen, judged, result["cases"])}
+
+
+def the_run(directory: Path, rows: list[dict[str, Any]], run: dict[str, Any]) -> dict[str, Any]:
+    """What the page says of the run as a whole: its settings and environment, its rows,
+    where its time went, its failed and noisy processes, pytest-benchmark's figures."""
+    ok_rows = [r for r in rows if r.get("status") == "ok"]
+    first = ok_rows[0] if ok_rows else (rows[0] if rows else {})
+    return {
+        "directory": directory,
+        "world_size": max((r.get("world_size") or 1 for r in rows), default=1),
+        "workload": first["workload"],
+        "has_sync": any("sync" in (r.get("phases") or {}) for r in ok_rows),
+        "run": run,
+        "sweep": run.get("sweep") or {},
+        "env": {**(run.get("env") or {}), **(first.get("env") or {})},
+        "first": first,
+        "rows": len(rows),
+        "ok_rows": len(ok_rows),
+        "wall": wall_time(rows),
+        "parallel": first.get("parallel", "none"),
         "failed": [r for r in rows if r.get("status") != "ok"],
         "noisy": [r["case_id"] for r in ok_rows if verdicts.noisy(r)],
         "noisy_pressure": verdicts.NOISY_PRESSURE,
         "noisy_switches": verdicts.NOISY_SWITCHES_PER_S,
         # which signal judged the rows: psi where it exists, else involuntary switches
         "noise_signals": sorted({verdicts.case_noise(r).signal or "none" for r in ok_rows}),
-        "flamegraphs": flamegraphs(directory, entries),
-        "profiles": profile.profiles(directory, entries, chosen),
         "pytest_benchmark": _pytest_benchmark(directory),
         "results": RESULTS,
     }
-    return {**result, **at_the_answer(entries, chosen, judged, result["cases"])}
 
 
 def at_the_answer(entries, chosen: tuple[int, int] | None, judged, cases) -> dict[str, Any]:

@@ -48,8 +48,7 @@ def _core(pooled: dict[tuple, Entry]) -> list[dict[str, Any]]:
             continue
         out.append(
             {
-                "target": f"core overhead, native / plain loop, paired "
-                f"(K={entry.k}, N={entry.n})",
+                "target": f"core overhead, native / plain loop, paired (K={entry.k}, N={entry.n})",
                 "value": verdicts.ratio_text(result),
                 "limit": f"<= {OVERHEAD_MAX} with CI high <= {OVERHEAD_CI_MAX}",
                 "ok": overhead_ok(result),
