@@ -6,13 +6,14 @@
 
 A field's meaning is written where the field is defined, here. A record's attribute that does
 not exist is an AttributeError at once (slots), never a silent ``None`` from ``.get``. The JSON
-files keep their keys: each record's ``to_json`` writes them and ``from_json`` reads them, and
-nothing else spells a key of verdicts.json or compare.json. One name per thing inside the
+files keep their keys: each record's ``to_json`` writes them and ``from_json`` reads them
+(``gate`` only checks a file's shape first, for its one-line errors). One name per thing in the
 records: K and N are ``k`` and ``n`` everywhere here, though rows say ``accumulate`` and
 ``live_tensors`` (``rows.pooled`` maps them).
 
-This module imports nothing of ours but ``reports.stats``; the rules that fill the records are
-in ``reports.verdicts`` (words), ``reports.leaks`` (growth) and ``reports.rows`` (pooling).
+This module imports only the standard library; the rules that fill the records are in
+``reports.verdicts`` (words), ``reports.leaks`` (growth) and ``reports.rows`` (pooling). The
+rows themselves are still the engine's JSON objects, checked by ``rows.read``.
 """
 
 from __future__ import annotations
