@@ -116,6 +116,7 @@ def make_row(
         "case_id": case_id,
         **spec.identity(),
         "round": round,
+        "time_only": False,  # a process the sweep added for time alone: its timed pairs only
         "status": status,
         "error": error,
         "control": control,
@@ -167,6 +168,9 @@ def make_row(
         "tolerance": 1e-5,
         "ok": True,
         "worst_parameter": None,
+        "accepted_by": "float64 sum",
+        "same_order_max_rel_diff": 0.0,
+        "same_order_tolerance": 1e-5,
         "window": 1,
         "windows": 3,
     }
