@@ -30,7 +30,6 @@ VERDICTS = "verdicts.json"
 COMPARE = "compare.json"
 WORDS = ("lower", "higher", "same", "unclear")
 FLIP = {"lower": "higher", "higher": "lower", "same": "same", "unclear": "unclear"}
-MEMORY_METRICS = ("peak_memory", "held_memory")
 
 
 class RecordError(ValueError):
