@@ -119,24 +119,25 @@ class Entry:
     options: str  # its options, ``k=v:k2=v2``, or ""
     k: int  # accumulation steps K (a row's ``accumulate``)
     n: int  # unrelated live tensors N (a row's ``live_tensors``)
-    grad_sync: str = "last"
-    precision: str = "fp32"
-    # the sweep's settings (rows.SWEEP_IDENTITY): the same for every case of a sweep
-    workload: str = ""
-    preset: str = ""
-    device: str = "cpu"
-    world_size: int = 1
-    parallel: str = "none"
-    mesh: str = ""
-    repeat: int = 0
-    warmup: int = 0
-    threads: int = 1
-    seed: int = 0
-    optimizer: str = "adamw"
-    clip_norm: float | None = None
-    compile: bool = False
-    compare_settings: str = ""
-    pin: bool = False
+    grad_sync: str
+    precision: str
+    # the sweep's settings (rows.SWEEP_IDENTITY, the engine's CaseSpec.identity): no default
+    # here, an entry has what its rows say
+    workload: str
+    preset: str
+    device: str
+    world_size: int
+    parallel: str
+    mesh: str
+    repeat: int
+    warmup: int
+    threads: int
+    seed: int
+    optimizer: str
+    clip_norm: float | None
+    compile: bool
+    compare_settings: str
+    pin: bool
     rows: list[dict[str, Any]] = field(default_factory=list)  # ok rows, one per process
     failed: list[dict[str, Any]] = field(default_factory=list)  # rows of failed processes
     samples: dict[str, list[float]] = field(default_factory=dict)  # per phase, every process's

@@ -15,6 +15,7 @@ from reports import leaks
 from reports.records import Entry
 from reports.rows import read
 from tests.conftest import ROOT, run_reports
+from tests.synthetic import entry as entry_of
 from tests.synthetic import make_row
 
 KIB = 2**10
@@ -33,7 +34,7 @@ def entry(*processes: tuple[float | None, float | None, int, int]) -> Entry:
             plain_growth_windows=plain_windows,
         )
         rows.append(row)
-    return Entry(strategy="native", name="native", options="", k=1, n=0, rows=rows)
+    return entry_of("native", rows)
 
 
 @pytest.mark.parametrize(

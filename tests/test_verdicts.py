@@ -7,10 +7,11 @@ import math
 
 import numpy as np
 import pytest
+from synthetic import entry as entry_of
 from synthetic import standard_rows
 
 from reports import stats, verdicts
-from reports.records import FLIP, Comparison, Entry, Paired
+from reports.records import FLIP, Comparison, Paired
 
 
 @pytest.mark.parametrize(
@@ -101,7 +102,7 @@ def test_the_memory_floor_is_the_spread_of_identical_loops_between_processes():
             {"memory": {"peak_bytes": p, "held_bytes": 10, "plain_peak_bytes": q}}
             for p, q in zip(peaks, plain_peaks, strict=True)
         ]
-        return Entry(strategy=strategy, name=strategy, options="", k=1, n=0, rows=rows)
+        return entry_of(strategy, rows)
 
     exact = [entry("a", [100], [90]), entry("b", [120], [90])]
     assert verdicts.memory_floors(exact) == {"peak_memory": 0.0, "held_memory": 0.0}
@@ -125,8 +126,9 @@ def _row(strategy, k, ratio, split=0.01, pressure=0.0, rnd=0):
 
 def _entry(rows):
     first = rows[0]
-    name, k = first["strategy"], first["accumulate"]
-    return Entry(strategy=name, name=name, options="", k=k, n=0, rows=rows, phases={"window": {}})
+    case = entry_of(first["strategy"], rows, k=first["accumulate"])
+    case.phases = {"window": {}}
+    return case
 
 
 def test_a_groups_noise_is_the_pooled_variance_of_process_figures_with_its_df():
