@@ -40,21 +40,17 @@ def _fields(cls) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(cls))
 
 
-def _build(cls, data: Any, what: str, renamed: dict[str, str] | None = None):
-    """``cls`` from a JSON object whose keys are its fields (``renamed``: JSON key -> field);
-    an unknown key, a missing required field or a non-object is a RecordError."""
+def _build(cls, data: Any, what: str):
+    """``cls`` from a JSON object whose keys are its fields; an unknown key, a missing
+    required field or a non-object is a RecordError."""
     if not isinstance(data, dict):
         raise RecordError(f"{what} is not an object ({json.dumps(data)[:60]})")
-    renamed = renamed or {}
     names = set(_fields(cls))
-    values = {}
-    for key, value in data.items():
-        name = renamed.get(key, key)
-        if name not in names:
-            raise RecordError(f"{what} has an unknown field {key!r}")
-        values[name] = value
+    unknown = [key for key in data if key not in names]
+    if unknown:
+        raise RecordError(f"{what} has an unknown field {unknown[0]!r}")
     try:
-        return cls(**values)
+        return cls(**data)
     except TypeError as err:  # a required field is missing
         raise RecordError(f"{what}: {err}") from None
 
