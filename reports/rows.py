@@ -45,6 +45,12 @@ CASE_KEY = (
     *SWEEP_IDENTITY,
 )
 SCHEMA_VERSION = 2  # 2: paired overhead per row, held/peak memory, no baseline case
+# a row's paired samples of its loop against another loop of the same strategy in one process,
+# (this loop's windows, the other loop's): the engine writes them, reports.verdicts judges them
+LOOP_SAMPLES = {
+    "grad_sync": ("flavour_window", "reference_flavour_window"),  # its flavour against every
+    "settings": ("setting_window", "other_setting_window"),  # against --compare-settings'
+}
 
 
 class SchemaError(ValueError):

@@ -55,7 +55,7 @@ from reports.records import (
     Paired,
     VerdictFile,
 )
-from reports.rows import spell
+from reports.rows import LOOP_SAMPLES, spell
 
 METRICS = ("window", "peak_memory", "held_memory")
 MEMORY_KEYS = {"peak_memory": "peak_bytes", "held_memory": "held_bytes"}
@@ -412,19 +412,11 @@ def verdicts(entries: list[Entry], min_effect: float, looks: int = 1) -> Verdict
     )
 
 
-# paired samples of a case's own loop against another loop of the same strategy in one process:
-# (row field, this side's samples, the other side's, what verdicts.json names the other side)
-AGAINST = {
-    "grad_sync": ("flavour_window", "reference_flavour_window"),
-    "settings": ("setting_window", "other_setting_window"),
-}
-
-
 def loop_logs(entry: Entry, kind: str = "grad_sync") -> list[float]:
     """A case's loop over another loop of the same strategy in each of its processes (log of
     the paired ratio: ``grad_sync``: its flavour over ``every``; ``settings``: its recipe over
     the ``--compare-settings`` one)."""
-    mine, other = AGAINST[kind]
+    mine, other = LOOP_SAMPLES[kind]
     out = []
     for r in entry.rows:
         samples = r.get("samples") or {}
@@ -467,7 +459,7 @@ def loop_verdicts(entries, spreads, kind: str = "grad_sync") -> list[LoopCompari
             case=case_fields(e),
             metric="window",
             strategy=e.strategy,
-            pairs=sum(len(r["samples"][AGAINST[kind][0]]) for r in e.rows),
+            pairs=sum(len(r["samples"][LOOP_SAMPLES[kind][0]]) for r in e.rows),
             noisy=any(noisy(r) for r in e.rows),
         )
         out.append(c.measured(stats.contrast(logs, None, variance, df)))
