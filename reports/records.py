@@ -23,7 +23,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 VERDICTS_SCHEMA_VERSION = 1  # of verdicts.json and compare.json (rows: rows.SCHEMA_VERSION)
 VERDICTS = "verdicts.json"
@@ -40,15 +40,19 @@ def _fields(cls) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(cls))
 
 
-def _build(cls, data: Any, what: str):
-    """``cls`` from a JSON object whose keys are its fields; an unknown key, a missing
-    required field or a non-object is a RecordError."""
+def _build(cls, data: Any, what: str, required: tuple[str, ...] = ()):
+    """``cls`` from a JSON object whose keys are its fields; an unknown key, a missing field
+    (one without a default, or one of ``required``: a field the file always holds) or a
+    non-object is a RecordError."""
     if not isinstance(data, dict):
         raise RecordError(f"{what} is not an object ({json.dumps(data)[:60]})")
     names = set(_fields(cls))
     unknown = [key for key in data if key not in names]
     if unknown:
         raise RecordError(f"{what} has an unknown field {unknown[0]!r}")
+    missing = [key for key in required if key not in data]
+    if missing:
+        raise RecordError(f"{what} has no field {missing[0]!r}")
     try:
         return cls(**data)
     except TypeError as err:  # a required field is missing
@@ -254,7 +258,10 @@ class Comparison:
 
     @classmethod
     def from_json(cls, data: Any, what: str = "a comparison") -> Self:
-        return _build(cls, data, what)
+        """Every key ``to_json`` always writes must be there (a verdict is never defaulted)."""
+        return _build(cls, data, what, (*HEAD, "noisy", *cls.EXTRA))
+
+    EXTRA: ClassVar[tuple[str, ...]] = ()  # the subclass's keys, always written
 
 
 @dataclass(slots=True)
@@ -265,6 +272,7 @@ class LoopComparison(Comparison):
 
     strategy: str = ""  # the case's strategy label
     pairs: int = 0  # paired windows of the two loops over the case's processes
+    EXTRA: ClassVar[tuple[str, ...]] = ("strategy", "pairs")
 
     def to_json(self) -> dict[str, Any]:
         order = ("strategy", "k", "n", "a", "b", "case", "metric", "ratio", "ci_low", "ci_high")
@@ -278,6 +286,7 @@ class RunComparison(Comparison):
 
     strategy: str = ""  # the case's strategy (a precision other than fp32: ``name @bf16``)
     resolution: float | None = None  # the case's group's resolution (verdicts.GroupNoise)
+    EXTRA: ClassVar[tuple[str, ...]] = ("strategy", "resolution")
 
     def to_json(self) -> dict[str, Any]:
         return self._json(("strategy", *HEAD, "test", "noisy", "resolution", "q"))

@@ -334,6 +334,10 @@ def test_verdicts_json_is_read_and_written_by_its_record_key_for_key():
     data = json.loads(json.dumps(finite(verdicts.verdicts(entries, 0.02).to_json())))
     assert data["comparisons"] and data["memory_growth"] and data["overheads"]
     assert VerdictFile.from_json(data).to_json() == data
+    missing = json.loads(json.dumps(data))
+    del missing["comparisons"][0]["verdict"]  # never read as the default "unclear"
+    with pytest.raises(RecordError, match="comparisons\\[0\\] has no field 'verdict'"):
+        VerdictFile.from_json(missing)
     data["comparisons"][0]["verdcit"] = "lower"
     with pytest.raises(RecordError, match="comparisons\\[0\\] has an unknown field 'verdcit'"):
         VerdictFile.from_json(data)
