@@ -105,7 +105,7 @@ def protected(directories: list[Path]) -> dict[Path, str]:
 
 def compare_out(dir_a: Path, dir_b: Path, given: Path | None) -> Path:
     """--out checked: a writable page that overwrites none of either run's files."""
-    from reports.compare import COMPARE
+    from reports.records import COMPARE
 
     out = given if given is not None else dir_b / "compare.html"
     if out.is_dir():

@@ -77,6 +77,7 @@ def environment() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters.update(ms=_ms, mib=_mib, kib=_kib, num=_num, code=_code, sci=_sci, seconds=_seconds)
+    env.filters.update(interval=verdicts.interval_text)
     return env
 
 
@@ -113,7 +114,7 @@ def build(directory: str | Path) -> Path:
     """Write DIR/index.html from DIR/results.jsonl (and run.json, pytest-benchmark.json)."""
     directory = Path(directory)
     report = analysis.report(directory)
-    verdicts.write(directory, report["verdicts_json"])  # first: the HTML shows what this file says
+    report["verdicts_json"].write(directory)  # first: the HTML shows what this file says
     title = f"zerograd sweep {report['run'].get('run_id') or directory.name}"
     details = {"sweep": report["sweep"], "env": report["env"]}
     html = (

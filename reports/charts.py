@@ -16,6 +16,8 @@ from typing import Any
 import matplotlib
 from matplotlib.figure import Figure
 
+from reports.records import Comparison
+
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
 LINESTYLES = ("-", "--", "-.", ":")
 HATCHES = ("", "//", "..", "xx", "\\\\", "++", "oo")
@@ -230,25 +232,27 @@ VERDICT_MARKS = {  # marker, face colour, edge colour: the word reads in grey to
 }
 
 
-def ratios(lines: list[dict[str, Any]], label_a: str, label_b: str) -> str:
+def ratios(lines: list[tuple[str, Comparison]], label_a: str, label_b: str) -> str:
     """The compare page: each case's paired overhead B / A, its interval, its verdict word.
 
-    ``lines`` carry ratio, ci_low, ci_high (None: no interval) and verdict; the marker shows
-    the verdict, never a test of its own.
+    ``lines``: each case's label and its comparison (an interval of None: no bar); the marker
+    shows the verdict, never a test of its own.
     """
+    labels = [label for label, _ in lines]
+    judged = [c for _, c in lines]
     fig = Figure(figsize=(WIDTH, 0.32 * len(lines) + 1.8), layout="constrained")
     ax = fig.add_subplot()
 
     def reach(i: int, side: str) -> float:  # no interval (too few pairs, or exact): no bar
-        bound = lines[i].get(side)
-        return 0.0 if bound is None else abs(bound - lines[i]["ratio"])
+        bound = getattr(judged[i], side)
+        return 0.0 if bound is None else abs(bound - judged[i].ratio)
 
     for word, (marker, face, edge) in VERDICT_MARKS.items():
-        pick = [i for i, line in enumerate(lines) if line.get("verdict", "unclear") == word]
+        pick = [i for i, c in enumerate(judged) if c.verdict == word]
         if not pick:
             continue
         ax.errorbar(
-            [lines[i]["ratio"] for i in pick],
+            [judged[i].ratio for i in pick],
             pick,
             xerr=[[reach(i, "ci_low") for i in pick], [reach(i, "ci_high") for i in pick]],
             fmt=marker,
@@ -260,7 +264,7 @@ def ratios(lines: list[dict[str, Any]], label_a: str, label_b: str) -> str:
             label=word,
         )
     ax.axvline(1.0, color="black", linewidth=0.8, linestyle="--", label="no change")
-    ax.set_yticks(range(len(lines)), [line["label"] for line in lines])
+    ax.set_yticks(range(len(lines)), labels)
     ax.invert_yaxis()
     ax.set_xscale("log")
     low, high = ax.get_xlim()

@@ -21,9 +21,17 @@ from typing import Any
 
 from reports import analysis, charts, leaks, stats, verdicts
 from reports.build import environment
+from reports.records import (
+    WORDS,
+    BetweenRuns,
+    CompareFile,
+    Entry,
+    GroupNoise,
+    Resolution,
+    RunComparison,
+    RunRef,
+)
 from reports.rows import PHASES, SWEEP_IDENTITY, pooled, read
-
-COMPARE = "compare.json"
 
 
 class CompareError(ValueError):
@@ -43,15 +51,15 @@ def _side(directory: Path) -> dict[str, Any]:
     ok = [r for r in rows if r.get("status") == "ok"]
     first = ok[0] if ok else (rows[0] if rows else {})
     env = {**(run.get("env") or {}), **(first.get("env") or {})}
-    cases: dict[tuple, dict[str, Any]] = {}
+    cases: dict[tuple, Entry] = {}
     failed = []
     for entry in pooled(rows).values():
         # a precision other than fp32 is part of the strategy's name here (another case)
-        precision = entry.get("precision", "fp32")
-        name = entry["strategy"] + ("" if precision == "fp32" else f" @{precision}")
-        key = (name, entry["accumulate"], entry["live_tensors"], entry["grad_sync"])
+        precision = entry.precision
+        name = entry.strategy + ("" if precision == "fp32" else f" @{precision}")
+        key = (name, entry.k, entry.n, entry.grad_sync)
         # one run normally holds one setting of each; keep the first if it holds more
-        if entry.get("rows"):
+        if entry.rows:
             cases.setdefault(key, entry)
         else:
             failed.append(key)
@@ -75,10 +83,12 @@ def _side(directory: Path) -> dict[str, Any]:
     }
 
 
-def _metrics(ea, eb, key: tuple, spread, min_effect: float) -> dict[str, dict[str, Any]]:
+def _metrics(
+    ea, eb, key: tuple, spread: GroupNoise | None, min_effect: float
+) -> dict[str, RunComparison]:
     """B's case against A's on every metric (a time comparison's word comes later)."""
     strategy, k, n, flavour = key
-    differ = [name for name in SWEEP_IDENTITY if ea["rows"][0].get(name) != eb["rows"][0].get(name)]
+    differ = [name for name in SWEEP_IDENTITY if ea.rows[0].get(name) != eb.rows[0].get(name)]
     metrics = {}
     for metric in verdicts.METRICS:
         c = verdicts.comparison(
@@ -87,23 +97,23 @@ def _metrics(ea, eb, key: tuple, spread, min_effect: float) -> dict[str, dict[st
             metric,
             min_effect,
             spread,
-            (spread or {}).get("memory", {}).get(metric, 0.0),
+            RunComparison,
             strategy=strategy,
             a=f"B:{strategy}",
             b=f"A:{strategy}",
             k=k,
             n=n,
             case={"grad_sync": flavour, **({"settings_differ": differ} if differ else {})},
+            resolution=spread.resolution if spread else None,
         )
-        c["resolution"] = (spread or {}).get("resolution")
         metrics[metric] = c
     return metrics
 
 
-def _line(ea, eb, key: tuple, metrics: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def _line(ea, eb, key: tuple, metrics: dict[str, RunComparison]) -> dict[str, Any]:
     """One case of the page: its settings, both overheads, its verdicts, its phases."""
     strategy, k, n, flavour = key
-    settings = {name: eb["rows"][0].get(name) for name in SWEEP_IDENTITY if name != "preset"}
+    settings = {name: eb.rows[0].get(name) for name in SWEEP_IDENTITY if name != "preset"}
     ranks = f" grad_sync={flavour}" if settings.get("parallel") not in (None, "none") else ""
     return {
         "strategy": strategy,
@@ -112,15 +122,15 @@ def _line(ea, eb, key: tuple, metrics: dict[str, dict[str, Any]]) -> dict[str, A
         "grad_sync": flavour,
         "label": f"{strategy}  K={k} N={n:,}{ranks}",
         "settings": settings,
-        "settings_differ": metrics["window"].get("case", {}).get("settings_differ", []),
-        "overhead_a": stats.public(verdicts.overhead(ea)),
-        "overhead_b": stats.public(verdicts.overhead(eb)),
+        "settings_differ": metrics["window"].case.get("settings_differ", []),
+        "overhead_a": ea.overhead,
+        "overhead_b": eb.overhead,
         "metrics": metrics,
         "window": metrics["window"],
         "phases": [
-            {"phase": phase, "a": ea["phases"][phase], "b": eb["phases"][phase]}
+            {"phase": phase, "a": ea.phases[phase], "b": eb.phases[phase]}
             for phase in PHASES
-            if phase in ea.get("phases", {}) and phase in eb.get("phases", {})
+            if phase in ea.phases and phase in eb.phases
         ],
     }
 
@@ -150,7 +160,7 @@ def comparison(dir_a: str | Path, dir_b: str | Path) -> dict[str, Any]:
     drift = between_runs(judged)
     verdicts.decide_time(judged, min_effect)  # the error rate over every case compared
     windows = [line["window"] for line in lines]
-    counts = {word: sum(w["verdict"] == word for w in windows) for word in verdicts.FLIP}
+    counts = {word: sum(w.verdict == word for w in windows) for word in WORDS}
     return {
         "a": a,
         "b": b,
@@ -167,57 +177,54 @@ def comparison(dir_a: str | Path, dir_b: str | Path) -> dict[str, Any]:
     }
 
 
-def between_runs(judged: list[dict[str, Any]]) -> dict[str, Any]:
+def between_runs(judged: list[RunComparison]) -> BetweenRuns:
     """Widen every time comparison (in place) by the variance between runs
     (``stats.between_runs``, from the changes of all the cases compared), and say what it was.
     Without it, B's processes against A's would be judged as if both ran in one sweep, and a
     machine that drifted between the runs would be called a change of the code."""
-    timed = [c for c in judged if c["metric"] == "window" and c.get("se") is not None]
-    variance, df = stats.between_runs([c["log"] for c in timed], [c["se"] for c in timed])
+    timed = [c for c in judged if c.timed and c.se is not None]
+    variance, df = stats.between_runs([c.log for c in timed], [c.se for c in timed])
     for c in timed:
-        c.update(stats.widened(c, variance, df))
-    return {
-        "variance": variance,
-        "sd": math.expm1(math.sqrt(variance)) if variance is not None else None,
-        "df": df,
-        "cases": len(timed),
-        "rule": stats.BETWEEN_RUNS,
-    }
+        c.measured(stats.widened(c.to_json(), variance, df))
+    return BetweenRuns(
+        variance=variance,
+        sd=math.expm1(math.sqrt(variance)) if variance is not None else None,
+        df=df,
+        cases=len(timed),
+        rule=stats.BETWEEN_RUNS,
+    )
 
 
-def compare_json(result: dict[str, Any]) -> dict[str, Any]:
+def compare_json(result: dict[str, Any]) -> CompareFile:
     """compare.json: what the page says, as data (the fields of verdicts.json, plus strategy)."""
-    return {
-        "schema_version": verdicts.VERDICTS_SCHEMA_VERSION,
-        "a": {k: str(v) for k, v in result["a"].items() if k in ("directory", "run_id", "commit")},
-        "b": {k: str(v) for k, v in result["b"].items() if k in ("directory", "run_id", "commit")},
-        "min_effect": result["min_effect"],
-        "resolution": [
-            {"k": k, "n": n, "resolution": resolution}
-            for (k, n), resolution in sorted(
-                {
-                    (line["k"], line["n"]): line["window"]["resolution"] for line in result["lines"]
-                }.items()
-            )
-        ],
-        "rule": result["rule"],
-        "between_runs": result["between_runs"],
-        "comparisons": result["comparisons"],
+    at = {(line["k"], line["n"]): line["window"].resolution for line in result["lines"]}
+    return CompareFile(
+        a=run_ref(result["a"]),
+        b=run_ref(result["b"]),
+        min_effect=result["min_effect"],
+        resolution=[Resolution(k, n, resolution) for (k, n), resolution in sorted(at.items())],
+        rule=result["rule"],
+        between_runs=result["between_runs"],
+        comparisons=result["comparisons"],
         # run B's cases that keep memory window after window: a leak fails the gate
-        "leaks": [c for c in result["growth"] if c["verdict"] == "leaks"],
-        "leak_rule": leaks.RULE,
-    }
+        leaks=[c for c in result["growth"] if c.leaks],
+        leak_rule=leaks.RULE,
+    )
+
+
+def run_ref(side: dict[str, Any]) -> RunRef:
+    return RunRef(str(side["directory"]), str(side["run_id"]), str(side["commit"]))
 
 
 def compare(dir_a: str | Path, dir_b: str | Path, out: str | Path | None = None) -> Path:
     """Write the comparison page (default DIR_B/compare.html) and return its path."""
     result = comparison(dir_a, dir_b)
     out = Path(out) if out else Path(dir_b) / "compare.html"
-    verdicts.write(out.parent, compare_json(result), COMPARE)  # the page shows what this says
+    compare_json(result).write(out.parent)  # the page shows what this says
     chart_lines = [
-        {"label": line["label"], **line["window"]}
+        (line["label"], line["window"])
         for line in result["lines"]
-        if line["window"]["ratio"] is not None
+        if line["window"].ratio is not None
     ]
     chart = charts.ratios(chart_lines, "A", "B") if chart_lines else None
     html = (

@@ -19,17 +19,24 @@ from pathlib import Path
 from typing import Any
 
 from reports import leaks
-from reports.verdicts import FLIP, METRICS, invert, ratio_text
-
-WORDS = tuple(FLIP)
+from reports.records import (
+    WORDS,
+    CompareFile,
+    Comparison,
+    Growth,
+    RecordError,
+    VerdictFile,
+)
+from reports.verdicts import METRICS, ratio_text
 
 
 class GateError(ValueError):
     """A bad file or argument: one line, exit 2."""
 
 
-def load(path: Path) -> tuple[str, dict[str, Any]]:
-    """('compare' or 'verdicts', the file's content), or a GateError naming what is wrong."""
+def load(path: Path) -> CompareFile | VerdictFile:
+    """The file's record (compare.json's or verdicts.json's), or a GateError naming what is
+    wrong with it."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except OSError as err:
@@ -52,17 +59,37 @@ def load(path: Path) -> tuple[str, dict[str, Any]]:
                 f"{str(path)!r}: comparisons[{number}] has verdict {c['verdict']!r}; "
                 f"valid: {', '.join(WORDS)}"
             )
-    kind = "compare" if all("strategy" in c for c in data["comparisons"]) else "verdicts"
     if not data["comparisons"]:
         raise GateError(
             f"{str(path)!r} holds no comparison (two runs with no case in common?): nothing to gate"
         )
-    return kind, data
+    check_leaks(path, data)
+    compare = all("strategy" in c for c in data["comparisons"])
+    try:
+        return CompareFile.from_json(data) if compare else VerdictFile.from_json(data)
+    except RecordError as err:
+        name = "compare.json" if compare else "verdicts.json"
+        raise GateError(f"{str(path)!r} is no {name}: {err}") from None
 
 
-def check_pair(path: Path, data: dict[str, Any], pair: tuple[str, str]) -> None:
+def check_leaks(path: Path, data: dict[str, Any]) -> None:
+    """The file's ``leaks`` is a list of growth verdicts, or a GateError."""
+    found = data.get("leaks") or []
+    if not isinstance(found, list) or not all(
+        isinstance(c, dict)
+        and isinstance(c.get("strategy"), str)
+        and all(
+            isinstance(c.get(key), int | float)
+            for key in ("strategy_growth_bytes_per_window", "plain_growth_bytes_per_window")
+        )
+        for c in found
+    ):
+        raise GateError(f"{str(path)!r}: 'leaks' is not a list of growth verdicts")
+
+
+def check_pair(path: Path, data: VerdictFile, pair: tuple[str, str]) -> None:
     """Both names of --pair are strategies of the file, or a GateError naming the absent one."""
-    names = sorted({str(c.get(side)) for c in data["comparisons"] for side in ("a", "b")})
+    names = sorted({name for c in data.comparisons for name in (c.a, c.b)})
     for name in pair:
         if name not in names:
             raise GateError(
@@ -74,31 +101,31 @@ def check_pair(path: Path, data: dict[str, Any], pair: tuple[str, str]) -> None:
 
 
 def select(
-    kind: str, data: dict[str, Any], metrics: list[str], pair: tuple[str, str] | None
-) -> list[dict[str, Any]]:
+    data: CompareFile | VerdictFile, metrics: list[str], pair: tuple[str, str] | None
+) -> list[Comparison]:
     """The comparisons the gate looks at, oriented as asked."""
-    out = []
-    for c in data["comparisons"]:
-        if c.get("metric") not in metrics:
+    out: list[Comparison] = []
+    for c in data.comparisons:
+        if c.metric not in metrics:
             continue
-        if kind == "verdicts":
+        if isinstance(data, VerdictFile):
             assert pair is not None
-            if (c.get("a"), c.get("b")) == pair:
+            if (c.a, c.b) == pair:
                 out.append(c)
-            elif (c.get("b"), c.get("a")) == pair:
-                out.append(invert(c))
+            elif (c.b, c.a) == pair:
+                out.append(c.inverted())
         else:
             out.append(c)
     return out
 
 
-def describe(c: dict[str, Any]) -> str:
+def describe(c: Comparison) -> str:
     """strategy, K, N, metric, ratio and CI: one line."""
-    who = c["strategy"] if "strategy" in c else f"{c['a']} / {c['b']}"
+    who = getattr(c, "strategy", None) or f"{c.a} / {c.b}"
     ratio = ratio_text(c)
-    if c.get("ci_low") is None and c.get("ratio") is not None:
-        ratio += " (exact)" if c.get("metric") != "window" else " (no CI)"
-    return f"{c['verdict']}: {who} K={c.get('k')} N={c.get('n')} {c['metric']} ratio {ratio}"
+    if c.ci_low is None and c.ratio is not None:
+        ratio += " (no CI)" if c.timed else " (exact)"
+    return f"{c.verdict}: {who} K={c.k} N={c.n} {c.metric} ratio {ratio}"
 
 
 def gate(
@@ -114,50 +141,37 @@ def gate(
     for metric in metrics:
         if metric not in METRICS:
             raise GateError(f"--metric {metric!r} is unknown; valid: {', '.join(METRICS)}")
-    kind, data = load(path)
-    if kind == "verdicts" and pair is None:
+    data = load(path)
+    if isinstance(data, VerdictFile) and pair is None:
         raise GateError(
             f"{str(path)!r} is a sweep's verdicts.json, which compares strategies with each "
             "other: name the comparison that matters with --pair A,B"
         )
-    if kind == "compare" and pair is not None:
+    if isinstance(data, CompareFile) and pair is not None:
         raise GateError(
             f"--pair applies to a verdicts.json; {str(path)!r} is a compare.json "
             "(run B's cases against run A's)"
         )
     if pair is not None:
         check_pair(path, data, pair)
-    chosen = select(kind, data, metrics, pair)
+    chosen = select(data, metrics, pair)
     what = f"metric {', '.join(metrics)}" + (f", pair {pair[0]},{pair[1]}" if pair else "")
     if not chosen:
         return 0, [f"gate: no comparison matched ({what}) in {path}; nothing to gate"]
-    bad = [describe(c) for c in chosen if c.get("verdict") == fail_on]
-    leaking = [leaks.describe(c) for c in leaks_of(path, kind, data, pair)]
+    bad = [describe(c) for c in chosen if c.verdict == fail_on]
+    leaking = [leaks.describe(c) for c in leaks_of(data, pair)]
     if bad or leaking:
         return 1, bad + leaking
     return 0, [f"gate passed: {len(chosen)} comparisons ({what}), none {fail_on}, no leak"]
 
 
-def leaks_of(
-    path: Path, kind: str, data: dict[str, Any], pair: tuple[str, str] | None
-) -> list[dict[str, Any]]:
+def leaks_of(data: CompareFile | VerdictFile, pair: tuple[str, str] | None) -> list[Growth]:
     """The cases the file calls ``leaks`` (run B's in a compare.json; the pair's strategies'
     in a verdicts.json): a leak fails the gate whatever --fail-on says."""
-    found = data.get("leaks") or []
-    if not isinstance(found, list) or not all(
-        isinstance(c, dict)
-        and isinstance(c.get("strategy"), str)
-        and all(
-            isinstance(c.get(key), int | float)
-            for key in ("strategy_growth_bytes_per_window", "plain_growth_bytes_per_window")
-        )
-        for c in found
-    ):
-        raise GateError(f"{str(path)!r}: 'leaks' is not a list of growth verdicts")
-    if kind == "verdicts":
+    if isinstance(data, VerdictFile):
         assert pair is not None
-        return [c for c in found if c["strategy"] in pair]
-    return found
+        return [c for c in data.leaks if c.strategy in pair]
+    return data.leaks
 
 
 def parse_pair(text: str | None) -> tuple[str, str] | None:

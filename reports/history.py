@@ -59,7 +59,6 @@ from reports.asv_results import (  # noqa: F401 (re-exported: the page's readers
 
 PAGE = "history.html"
 TEMPLATE = "history.html.j2"
-DEFAULT_MIN_EFFECT = verdicts.DEFAULT_MIN_EFFECT
 PREDICTION_LEVEL = 0.99
 PAIRED_UNIT = "ratio"
 WORDS = ("higher", "lower", "unclear", "same")  # the summary's order: regressions first
@@ -434,7 +433,7 @@ def _section(name: str, bench: dict, here: list[Series], noise: dict, many_group
     }
 
 
-def history_page(asv_dir: Path, min_effect: float = DEFAULT_MIN_EFFECT) -> dict[str, Any]:
+def history_page(asv_dir: Path, min_effect: float = verdicts.DEFAULT_MIN_EFFECT) -> dict[str, Any]:
     """What the page shows: benchmarks with charts, series, steps, and the summary."""
     history = load(asv_dir)
     noise = judge(history, min_effect)
@@ -470,7 +469,9 @@ def history_page(asv_dir: Path, min_effect: float = DEFAULT_MIN_EFFECT) -> dict[
     }
 
 
-def write(asv_dir: str | Path, min_effect: float = DEFAULT_MIN_EFFECT) -> tuple[Path, dict]:
+def write(
+    asv_dir: str | Path, min_effect: float = verdicts.DEFAULT_MIN_EFFECT
+) -> tuple[Path, dict]:
     """Write ASV_DIR/history.html; return its path and what it shows."""
     from reports.build import environment
 

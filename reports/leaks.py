@@ -26,8 +26,11 @@ rows): ``unmeasured``, never guessed.
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from typing import Any
+
+from reports.records import Entry, Growth, VerdictFile
 
 LEAK_BYTES = 64 * 2**10  # per window, beyond the plain loop's growth in the same process
 LEAK_WINDOWS = 4  # the fewest windows a slope is judged over
@@ -55,74 +58,68 @@ def process_excess(row: dict[str, Any]) -> tuple[float, float, float, float] | N
     return growth, plain, own, own - max(plain, 0.0)
 
 
-def judge(entry: dict[str, Any]) -> dict[str, Any]:
+def judge(entry: Entry) -> Growth:
     """A pooled case's growth figures and its word."""
-    measured = [m for m in map(process_excess, entry.get("rows", [])) if m is not None]
-    out: dict[str, Any] = {
-        "strategy": entry["strategy"],
-        "k": entry["accumulate"],
-        "n": entry["live_tensors"],
-        "case": {"grad_sync": entry["grad_sync"], "precision": entry["precision"]},
-        "processes": len(measured),
-        "measure": next(
-            (r["memory"].get("growth_measure") for r in entry.get("rows", []) if r.get("memory")),
+    measured = [m for m in map(process_excess, entry.rows) if m is not None]
+    rows = [r for r in entry.rows if process_excess(r)]
+    case = Growth(
+        strategy=entry.strategy,
+        k=entry.k,
+        n=entry.n,
+        case={"grad_sync": entry.grad_sync, "precision": entry.precision},
+        processes=len(measured),
+        measure=next(
+            (r["memory"].get("growth_measure") for r in entry.rows if r.get("memory")),
             None,
         ),
-    }
+        verdict="unmeasured",
+    )
     if not measured:
-        return {**out, "verdict": "unmeasured"}
+        return case
     columns = (statistics.median(column) for column in zip(*measured, strict=True))
     growth, plain, own, excess = columns
-    return {
-        **out,
-        "verdict": "leaks" if excess > LEAK_BYTES else "steady",
-        "growth_bytes_per_window": growth,
-        "plain_growth_bytes_per_window": plain,
-        "strategy_growth_bytes_per_window": own,
-        "excess_bytes_per_window": excess,
-        "windows": min(r["memory"]["growth_windows"] for r in entry["rows"] if process_excess(r)),
-        "plain_windows": min(
-            r["memory"]["plain_growth_windows"] for r in entry["rows"] if process_excess(r)
-        ),
-    }
+    return dataclasses.replace(
+        case,
+        verdict="leaks" if excess > LEAK_BYTES else "steady",
+        growth_bytes_per_window=growth,
+        plain_growth_bytes_per_window=plain,
+        strategy_growth_bytes_per_window=own,
+        excess_bytes_per_window=excess,
+        windows=min(r["memory"]["growth_windows"] for r in rows),
+        plain_windows=min(r["memory"]["plain_growth_windows"] for r in rows),
+    )
 
 
-def growth_verdicts(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def growth_verdicts(entries: list[Entry]) -> list[Growth]:
     """Every ok case's growth word, in the order verdicts.json lists cases."""
-    ok = [e for e in entries if e.get("rows")]
-    ordered = sorted(ok, key=lambda e: (e["accumulate"], e["live_tensors"], e["strategy"]))
+    ok = [e for e in entries if e.rows]
+    ordered = sorted(ok, key=lambda e: (e.k, e.n, e.strategy))
     return [judge(e) for e in ordered]
 
 
-def leaking(result: dict[str, Any], k: int, n: int) -> list[str]:
+def leaking(result: VerdictFile, k: int, n: int) -> list[str]:
     """The strategies of verdicts.json's ``result`` that leak at K, N (any precision, flavour)."""
-    return sorted({c["strategy"] for c in result.get("leaks", []) if (c["k"], c["n"]) == (k, n)})
+    return sorted({c.strategy for c in result.leaks if (c.k, c.n) == (k, n)})
 
 
-def lookup(result: dict[str, Any], entry: dict[str, Any]) -> dict[str, Any] | None:
+def lookup(result: VerdictFile, entry: Entry) -> Growth | None:
     """A pooled case's growth verdict in verdicts.json's ``result``."""
-    case = {"grad_sync": entry["grad_sync"], "precision": entry["precision"]}
-    key = (entry["strategy"], entry["accumulate"], entry["live_tensors"], case)
+    case = {"grad_sync": entry.grad_sync, "precision": entry.precision}
+    key = (entry.strategy, entry.k, entry.n, case)
     return next(
-        (
-            c
-            for c in result.get("memory_growth", [])
-            if (c["strategy"], c["k"], c["n"], c["case"]) == key
-        ),
+        (c for c in result.memory_growth if (c.strategy, c.k, c.n, c.case) == key),
         None,
     )
 
 
-def describe(c: dict[str, Any]) -> str:
+def describe(c: Growth) -> str:
     """One line: who leaks, where, how much, against the plain loop."""
-    case = c.get("case") or {}
-    where = f"K={c.get('k')} N={c.get('n')}" + (
-        f" {case['precision']}" if case.get("precision") not in (None, "fp32") else ""
-    )
-    own, plain = c["strategy_growth_bytes_per_window"], c["plain_growth_bytes_per_window"]
+    precision = c.case.get("precision")
+    where = f"K={c.k} N={c.n}" + (f" {precision}" if precision not in (None, "fp32") else "")
+    own, plain = c.strategy_growth_bytes_per_window, c.plain_growth_bytes_per_window
     return (
-        f"leaks: {c['strategy']} {where} grows {own / 2**10:,.1f} KiB per window (plain loop "
+        f"leaks: {c.strategy} {where} grows {own / 2**10:,.1f} KiB per window (plain loop "
         f"{plain / 2**10:+,.1f} KiB, "
-        f"{c.get('measure') or 'memory'}, {c['windows']} windows, {c['processes']} "
-        f"process{'es' if c['processes'] != 1 else ''})"
+        f"{c.measure or 'memory'}, {c.windows} windows, {c.processes} "
+        f"process{'es' if c.processes != 1 else ''})"
     )

@@ -20,6 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from reports.records import Entry
 from reports.rows import strategy_order
 
 PHASES = ("reset", "forward", "backward", "update")
@@ -156,13 +157,13 @@ def launches(windows: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
-def _profiled_row(entry: dict[str, Any]) -> dict[str, Any] | None:
+def _profiled_row(entry: Entry) -> dict[str, Any] | None:
     """The case's first process that was profiled (the control's extra processes and
     time-only rounds never are)."""
-    return next((r for r in entry.get("rows", []) if r.get("profile")), None)
+    return next((r for r in entry.rows if r.get("profile")), None)
 
 
-def trace_of(entry: dict[str, Any]) -> str | None:
+def trace_of(entry: Entry) -> str | None:
     """The case's trace file, relative to the report (None: not profiled)."""
     row = _profiled_row(entry)
     return (row["profile"].get("trace") or None) if row else None
@@ -175,7 +176,7 @@ def with_traces(directory: Path, lines: list[dict[str, Any]]) -> list[dict[str, 
     return lines
 
 
-def case_profile(directory: Path, entry: dict[str, Any]) -> dict[str, Any] | None:
+def case_profile(directory: Path, entry: Entry) -> dict[str, Any] | None:
     """One case's profile for the report; None when it was not profiled."""
     row = _profiled_row(entry)
     if row is None:
@@ -183,9 +184,9 @@ def case_profile(directory: Path, entry: dict[str, Any]) -> dict[str, Any] | Non
     figures = row["profile"]
     trace = figures.get("trace")
     out = {
-        "strategy": entry["strategy"],
-        "k": entry["accumulate"],
-        "n": entry["live_tensors"],
+        "strategy": entry.strategy,
+        "k": entry.k,
+        "n": entry.n,
         "trace": trace,
         "trace_present": bool(trace) and (directory / trace).is_file(),
         "trace_bytes": figures.get("trace_bytes"),
@@ -208,12 +209,12 @@ def case_profile(directory: Path, entry: dict[str, Any]) -> dict[str, Any] | Non
     return out
 
 
-def profiles(directory: Path, entries: list[dict[str, Any]], default) -> dict[str, Any]:
+def profiles(directory: Path, entries: list[Entry], default) -> dict[str, Any]:
     """Every profiled case (trace links, warnings), and the profiles at the default K and N,
     in strategy order, for the section under each strategy."""
     ordered = sorted(
         entries,
-        key=lambda e: (e["accumulate"], e["live_tensors"], strategy_order(e["strategy"])),
+        key=lambda e: (e.k, e.n, strategy_order(e.strategy)),
     )
     cases = [p for p in (case_profile(directory, e) for e in ordered) if p is not None]
     here = [c for c in cases if default and (c["k"], c["n"]) == tuple(default)]

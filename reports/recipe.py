@@ -9,12 +9,13 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from reports.records import Entry, VerdictFile
 from reports.rows import accepted, strategy_order
 
 
 def main_precision(entries) -> str:
     """The precision the report's tables show: fp32 if swept, else the first swept."""
-    precisions = [e.get("precision", "fp32") for e in entries]
+    precisions = [e.precision for e in entries]
     return "fp32" if "fp32" in precisions or not precisions else precisions[0]
 
 
@@ -28,14 +29,14 @@ def precision_order(precision: str) -> tuple:
 
 def _case_order(e: dict[str, Any]) -> tuple:
     return (
-        strategy_order(e["strategy"]),
-        precision_order(e.get("precision", "fp32")),
-        e["accumulate"],
-        e["live_tensors"],
+        strategy_order(e.strategy),
+        precision_order(e.precision),
+        e.k,
+        e.n,
     )
 
 
-def error_table(entries: list[dict[str, Any]], flavour: str) -> list[dict[str, Any]]:
+def error_table(entries: list[Entry], flavour: str) -> list[dict[str, Any]]:
     """One line per strategy, precision and K (every precision, the main grad_sync flavour, the
     smallest N): the window gradient's error figures from the case's first ok row (its other
     processes ran the same windows on the same data: the same figures), and its gradient check.
@@ -43,20 +44,20 @@ def error_table(entries: list[dict[str, Any]], flavour: str) -> list[dict[str, A
     out: list[dict[str, Any]] = []
     seen: set[tuple] = set()
     for e in sorted(entries, key=_case_order):
-        key = (e["strategy"], e.get("precision", "fp32"), e["accumulate"])
-        if e.get("grad_sync", "last") != flavour or key in seen:
+        key = (e.strategy, e.precision, e.k)
+        if e.grad_sync != flavour or key in seen:
             continue
-        row = next((r for r in e.get("rows", []) if r.get("accumulation_error")), None)
+        row = next((r for r in e.rows if r.get("accumulation_error")), None)
         if row is None:
             continue
         seen.add(key)
-        checks = [r["grad_check"] for r in e["rows"] if r.get("grad_check")]
+        checks = [r["grad_check"] for r in e.rows if r.get("grad_check")]
         out.append(
             {
-                "strategy": e["strategy"],
+                "strategy": e.strategy,
                 "precision": key[1],
-                "k": e["accumulate"],
-                "n": e["live_tensors"],
+                "k": e.k,
+                "n": e.n,
                 "accumulation": row["accumulation_error"],
                 "total": row.get("total_error") or {},
                 # against the reference that accepted each window (rows.accepted)
@@ -70,16 +71,16 @@ def error_table(entries: list[dict[str, Any]], flavour: str) -> list[dict[str, A
     return out
 
 
-def check_summary(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def check_summary(entries: list[Entry]) -> list[dict[str, Any]]:
     """Per precision: how many ok cases' gradient checks passed (every strategy, K, N and
     flavour), the worst max relative difference and the range of tolerances (derived from the
     precision and K)."""
     out = []
-    for precision in sorted({e.get("precision", "fp32") for e in entries}, key=precision_order):
+    for precision in sorted({e.precision for e in entries}, key=precision_order):
         checks = [
-            [r["grad_check"] for r in e["rows"] if r.get("grad_check")]
+            [r["grad_check"] for r in e.rows if r.get("grad_check")]
             for e in entries
-            if e.get("precision", "fp32") == precision and e.get("rows")
+            if e.precision == precision and e.rows
         ]
         checks = [c for c in checks if c]
         if not checks:
@@ -103,7 +104,7 @@ def _join(values) -> str:
 
 
 def recipe(
-    rows: list[dict[str, Any]], entries: list[dict[str, Any]], sweep: dict[str, Any]
+    rows: list[dict[str, Any]], entries: list[Entry], sweep: dict[str, Any]
 ) -> dict[str, Any]:
     """The training recipe every case ran with (optimizer, clip norm, compile,
     --compare-settings; each the same in every row of one sweep), strategy options, the
@@ -121,23 +122,23 @@ def recipe(
     compile_s: dict[str, list[float]] = {}
     mfu = []
     for e in sorted(entries, key=_case_order):
-        for r in e.get("rows", []):
+        for r in e.rows:
             if r.get("compile_s") is not None:
-                compile_s.setdefault(e["strategy"], []).append(r["compile_s"])
-        figures = [r["mfu"] for r in e.get("rows", []) if r.get("mfu")]
+                compile_s.setdefault(e.strategy, []).append(r["compile_s"])
+        figures = [r["mfu"] for r in e.rows if r.get("mfu")]
         if figures:
             mfu.append(
                 {
-                    "strategy": e["strategy"],
-                    "precision": e.get("precision", "fp32"),
-                    "k": e["accumulate"],
-                    "n": e["live_tensors"],
+                    "strategy": e.strategy,
+                    "precision": e.precision,
+                    "k": e.k,
+                    "n": e.n,
                     "value": statistics.median(f["value"] for f in figures),
                     "peak_flops": figures[0].get("peak_flops"),
                     "measure": figures[0].get("measure"),
                 }
             )
-    options = {e["strategy"]: (e["name"], e["options"]) for e in entries if e.get("options")}
+    options = {e.strategy: (e.name, e.options) for e in entries if e.options}
     return {
         "optimizer": _join(values("optimizer")),
         "clip_norm": _join("none" if v is None else str(float(v)) for v in values("clip_norm")),
@@ -156,34 +157,34 @@ def recipe(
 
 
 def _fields(case: dict[str, Any]) -> tuple[str, str]:
-    """(precision, grad_sync) of a pooled entry or of a verdict's ``case``."""
+    """(precision, grad_sync) of a verdict's ``case``."""
     return case.get("precision", "fp32"), case.get("grad_sync", "last")
 
 
-def settings_table(entries: list[dict[str, Any]], judged: dict[str, Any]) -> list[dict[str, Any]]:
+def settings_table(entries: list[Entry], judged: VerdictFile) -> list[dict[str, Any]]:
     """--compare-settings: one line per case (every precision), its loop against the same
     strategy's loop with the other setting, as verdicts.json's ``settings`` states it, with the
     case's compile time (median over its processes; None without --compile)."""
-    by_case = {(e["strategy"], *_fields(e), e["accumulate"], e["live_tensors"]): e for e in entries}
+    by_case = {(e.strategy, e.precision, e.grad_sync, e.k, e.n): e for e in entries}
     out = []
-    for c in judged.get("settings", []):
-        case = c.get("case") or {}
-        precision, flavour = _fields(case)
-        e = by_case.get((c["strategy"], precision, flavour, c["k"], c["n"]), {})
-        compiled = [r["compile_s"] for r in e.get("rows", []) if r.get("compile_s") is not None]
+    for c in judged.settings:
+        precision, flavour = _fields(c.case)
+        e = by_case.get((c.strategy, precision, flavour, c.k, c.n))
+        rows = e.rows if e else []
+        compiled = [r["compile_s"] for r in rows if r.get("compile_s") is not None]
         out.append(
             {
-                "strategy": c["strategy"],
+                "strategy": c.strategy,
                 "precision": precision,
                 "grad_sync": flavour,
-                "k": c["k"],
-                "n": c["n"],
-                "a": c["a"],
-                "b": c["b"],
+                "k": c.k,
+                "n": c.n,
+                "a": c.a,
+                "b": c.b,
                 # "SETTING=VALUE" on both sides: the setting once, then each side's value
-                "setting": c["a"].partition("=")[0],
-                "a_value": c["a"].partition("=")[2],
-                "b_value": c["b"].partition("=")[2],
+                "setting": c.a.partition("=")[0],
+                "a_value": c.a.partition("=")[2],
+                "b_value": c.b.partition("=")[2],
                 "comparison": c,
                 "compile_s": statistics.median(compiled) if compiled else None,
             }

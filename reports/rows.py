@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-import math
 import warnings
+import zlib
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 from reports import stats
+from reports.records import Entry, Paired
 
 RESULTS = "results.jsonl"
 PHASES = ("reset", "forward", "backward", "update", "window", "sync")  # sync: DDP only
@@ -44,6 +45,12 @@ CASE_KEY = (
     *SWEEP_IDENTITY,
 )
 SCHEMA_VERSION = 2  # 2: paired overhead per row, held/peak memory, no baseline case
+# a row's paired samples of its loop against another loop of the same strategy in one process,
+# (this loop's windows, the other loop's): the engine writes them, reports.verdicts judges them
+LOOP_SAMPLES = {
+    "grad_sync": ("flavour_window", "reference_flavour_window"),  # its flavour against every
+    "settings": ("setting_window", "other_setting_window"),  # against --compare-settings'
+}
 
 
 class SchemaError(ValueError):
@@ -164,32 +171,50 @@ def label(strategy: str, options: str) -> str:
     return f"{strategy}:{options}" if options else strategy
 
 
-def pooled(rows: list[dict[str, Any]]) -> dict[tuple, dict[str, Any]]:
-    """One entry per case: ok rounds' raw samples pooled and summarised again; failures kept."""
+def pooled(rows: list[dict[str, Any]]) -> dict[tuple, Entry]:
+    """One entry per case: ok rounds' raw samples pooled and summarised again, the paired
+    ratio over its processes; failures kept."""
     groups: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         groups[case_key(row)].append(row)
     out = {}
     for key, group in groups.items():
         ok = [r for r in group if r.get("status") == "ok"]
-        entry: dict[str, Any] = {
-            **dict(zip(CASE_KEY, key, strict=True)),
+        case = dict(zip(CASE_KEY, key, strict=True))
+        entry = Entry(
             # the report's name of the case's strategy: a strategy with options is another one
-            "strategy": label(key[0], key[1]),
-            "name": key[0],
-            "rounds": len(ok),
-            "failed": [r for r in group if r.get("status") != "ok"],
-            "rows": ok,
-        }
+            strategy=label(case["strategy"], case["options"]),
+            name=case["strategy"],
+            options=case["options"],
+            k=case["accumulate"],
+            n=case["live_tensors"],
+            grad_sync=case["grad_sync"],
+            precision=case["precision"],
+            **{name: case[name] for name in SWEEP_IDENTITY},
+            rows=ok,
+            failed=[r for r in group if r.get("status") != "ok"],
+        )
         if ok:
-            samples = {
+            entry.samples = {
                 phase: [s for r in ok for s in r.get("samples", {}).get(phase, [])]
                 for phase in PHASES
             }
-            entry["samples"] = samples
-            entry["phases"] = {p: stats.summarize(v) for p, v in samples.items() if v}
+            entry.phases = {p: stats.summarize(v) for p, v in entry.samples.items() if v}
+            entry.overhead = paired_overhead(entry)
         out[key] = entry
     return out
+
+
+def paired_overhead(entry: Entry) -> Paired:
+    """A case's paired ratio, its processes' pairs pooled (a hierarchical bootstrap, seeded
+    by the case)."""
+    groups = [
+        stats.log_ratios(r["samples"]["window"], r["samples"]["plain_window"])
+        for r in entry.rows
+        if r.get("samples", {}).get("plain_window")
+    ]
+    seed = zlib.crc32(repr((entry.strategy, entry.k, entry.n)).encode())
+    return Paired.from_stats(stats.paired(groups, seed=seed))
 
 
 def accepted(check: dict[str, Any]) -> tuple[float, float, str]:
@@ -198,14 +223,3 @@ def accepted(check: dict[str, Any]) -> tuple[float, float, str]:
     if check.get("accepted_by") == "same-order sum":
         return check["same_order_max_rel_diff"], check["same_order_tolerance"], "same-order sum"
     return check["max_rel_diff"], check["tolerance"], "float64 sum"
-
-
-def finite(value: Any) -> Any:
-    """JSON has no NaN or infinity: a missing figure is null."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [finite(v) for v in value]
-    return value

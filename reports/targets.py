@@ -6,48 +6,49 @@ from __future__ import annotations
 from typing import Any
 
 from reports import rows, verdicts
+from reports.records import Comparison, Entry, Paired, VerdictFile
 
 OVERHEAD_MAX, OVERHEAD_CI_MAX = 1.03, 1.05
 GLOBAL_GROWTH_MIN, BLOCK_GROWTH_MAX = 1.5, 1.2
 
 
-def overhead_ok(result: dict[str, Any]) -> bool:
+def overhead_ok(result: Paired) -> bool:
     return (
-        result.get("ratio") is not None
-        and result["ratio"] <= OVERHEAD_MAX
-        and result["ci_high"] <= OVERHEAD_CI_MAX
+        result.ratio is not None
+        and result.ci_high is not None
+        and result.ratio <= OVERHEAD_MAX
+        and result.ci_high <= OVERHEAD_CI_MAX
     )
 
 
-def _entry(pooled, strategy: str, k: int, n: int) -> dict[str, Any] | None:
+def _entry(pooled, strategy: str, k: int, n: int) -> Entry | None:
     for entry in pooled.values():
-        if (entry["strategy"], entry["accumulate"], entry["live_tensors"]) == (strategy, k, n):
-            return entry if entry.get("phases") else None
+        if (entry.strategy, entry.k, entry.n) == (strategy, k, n):
+            return entry if entry.phases else None
     return None
 
 
 def _reset(pooled, strategy: str, k: int, n: int) -> float | None:
     entry = _entry(pooled, strategy, k, n)
-    return entry["phases"].get("reset", {}).get("median_s") if entry else None
+    return entry.phases.get("reset", {}).get("median_s") if entry else None
 
 
-def _ratio(c: dict[str, Any]) -> str:
-    return f"{verdicts.ratio_text(c)}: {c['verdict']}"
+def _ratio(c: Comparison) -> str:
+    return f"{verdicts.ratio_text(c)}: {c.verdict}"
 
 
-def _core(pooled: dict[tuple, dict[str, Any]]) -> list[dict[str, Any]]:
+def _core(pooled: dict[tuple, Entry]) -> list[dict[str, Any]]:
     """native against the plain loop beside it: the core's own overhead, per K and N."""
     out = []
     for entry in pooled.values():
-        if entry["strategy"] != "native" or not entry.get("phases"):
+        if entry.strategy != "native" or not entry.phases:
             continue
-        result = verdicts.overhead(entry)
-        if result.get("ratio") is None:
+        result = entry.overhead
+        if result.ratio is None:
             continue
         out.append(
             {
-                "target": f"core overhead, native / plain loop, paired "
-                f"(K={entry['accumulate']}, N={entry['live_tensors']})",
+                "target": f"core overhead, native / plain loop, paired (K={entry.k}, N={entry.n})",
                 "value": verdicts.ratio_text(result),
                 "limit": f"<= {OVERHEAD_MAX} with CI high <= {OVERHEAD_CI_MAX}",
                 "ok": overhead_ok(result),
@@ -61,25 +62,25 @@ def _strategies(pooled, judged, k: int, ns: list[int]) -> list[dict[str, Any]]:
     global's and block's resets grow with N."""
     out = []
     lazy = verdicts.lookup(judged, "lazy", "block", k, ns[0], "window")
-    if lazy and lazy["ratio"] is not None:
+    if lazy and lazy.ratio is not None:
         out.append(
             {
                 "target": f"lazy window / block window, paired ratios (K={k}, N={ns[0]})",
                 "value": _ratio(lazy),
                 "limit": "verdict not 'higher': lazy is never slower than block",
-                "ok": lazy["verdict"] != "higher",
+                "ok": lazy.verdict != "higher",
             }
         )
     if len(ns) < 2:
         return out
     hazard = verdicts.lookup(judged, "global", "block", k, ns[-1], "window")
-    if hazard and hazard["ratio"] is not None:
+    if hazard and hazard.ratio is not None:
         out.append(
             {
                 "target": f"global window / block window at N={ns[-1]:,} (K={k})",
                 "value": _ratio(hazard),
                 "limit": "verdict 'higher': the djl #2101 hazard is found",
-                "ok": hazard["verdict"] == "higher",
+                "ok": hazard.verdict == "higher",
             }
         )
     for name, bound, sense in (
@@ -104,9 +105,9 @@ def _gradient_checks(entries) -> list[dict[str, Any]]:
     """Every precision's cases (the tables show one): a line per precision, its tolerances."""
     by_precision: dict[str, list[tuple[dict, list]]] = {}
     for e in entries:
-        found = [r["grad_check"] for r in e.get("rows", []) if r.get("grad_check")]
+        found = [r["grad_check"] for r in e.rows if r.get("grad_check")]
         if found:
-            by_precision.setdefault(e.get("precision", "fp32"), []).append((e, found))
+            by_precision.setdefault(e.precision, []).append((e, found))
     out = []
     for precision, here in sorted(by_precision.items()):
         checks = [c for _, found in here for c in found]
@@ -133,14 +134,14 @@ def _gradient_checks(entries) -> list[dict[str, Any]]:
 
 
 def evaluate(
-    pooled: dict[tuple, dict[str, Any]],
-    judged: dict[str, Any],
-    every: dict[tuple, dict[str, Any]] | None = None,
+    pooled: dict[tuple, Entry],
+    judged: VerdictFile,
+    every: dict[tuple, Entry] | None = None,
 ) -> list[dict[str, Any]]:
     """Each target that this sweep's cases (the tables' precision and flavour) can answer:
     what, measured, limit, ok; the gradient checks of ``every`` case, per precision."""
-    ks = sorted({e["accumulate"] for e in pooled.values()})
-    ns = sorted({e["live_tensors"] for e in pooled.values()})
+    ks = sorted({e.k for e in pooled.values()})
+    ns = sorted({e.n for e in pooled.values()})
     out = _core(pooled)
     for k in ks if ns else []:
         out += _strategies(pooled, judged, k, ns)

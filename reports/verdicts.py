@@ -37,20 +37,27 @@ whose figures are not process figures of a sweep.
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import math
 import statistics
-import zlib
 from collections import defaultdict
 from itertools import combinations
-from pathlib import Path
 from typing import Any
 
 from reports import leaks, stats
-from reports.rows import finite, spell
+from reports.records import (
+    CaseNoise,
+    CaseOverhead,
+    Comparison,
+    Entry,
+    ErrorControl,
+    GroupNoise,
+    LoopComparison,
+    Paired,
+    VerdictFile,
+)
+from reports.rows import LOOP_SAMPLES, spell
 
-VERDICTS_SCHEMA_VERSION = 1  # verdicts.json and compare.json (rows: reports.rows.SCHEMA_VERSION)
-VERDICTS = "verdicts.json"
 METRICS = ("window", "peak_memory", "held_memory")
 MEMORY_KEYS = {"peak_memory": "peak_bytes", "held_memory": "held_bytes"}
 DEFAULT_MIN_EFFECT = 0.02
@@ -126,64 +133,47 @@ def decide_exact(
 
 
 # -- per case ---------------------------------------------------------------------------------
-def case_noise(row: dict[str, Any]) -> dict[str, Any]:
+def case_noise(row: dict[str, Any]) -> CaseNoise:
     """Whether a case ran on a busy machine, and by which signal: Linux PSI's CPU pressure
     where it exists, else involuntary context switches per second (psutil), else none."""
     pressure = (row.get("cpu_pressure") or {}).get("median")
     if pressure is not None:
-        return {"signal": "psi", "value": pressure, "threshold": NOISY_PRESSURE,
-                "noisy": pressure > NOISY_PRESSURE}  # fmt: skip
+        return CaseNoise("psi", pressure, NOISY_PRESSURE, pressure > NOISY_PRESSURE)
     switches = (row.get("process") or {}).get("involuntary_per_s")
     if switches is not None:
         limit = NOISY_SWITCHES_PER_S
-        return {"signal": "involuntary_switches", "value": switches, "threshold": limit,
-                "noisy": switches > limit}  # fmt: skip
-    return {"signal": None, "value": None, "threshold": None, "noisy": False}
+        return CaseNoise("involuntary_switches", switches, limit, switches > limit)
+    return CaseNoise()
 
 
 def noisy(row: dict[str, Any]) -> bool:
-    return case_noise(row)["noisy"]
+    return case_noise(row).noisy
 
 
-def overhead(entry: dict[str, Any]) -> dict[str, Any]:
-    """A case's paired ratio pooled over its processes (cached on the entry)."""
-    if "paired" not in entry:
-        groups = [
-            stats.log_ratios(r["samples"]["window"], r["samples"]["plain_window"])
-            for r in entry.get("rows", [])
-            if r.get("samples", {}).get("plain_window")
-        ]
-        seed = zlib.crc32(
-            repr((entry["strategy"], entry["accumulate"], entry["live_tensors"])).encode()
-        )
-        entry["paired"] = stats.paired(groups, seed=seed)
-    return entry["paired"]
-
-
-def memory_figure(entry: dict[str, Any], key: str) -> float | None:
+def memory_figure(entry: Entry, key: str) -> float | None:
     """An exact memory figure of a case: its median over processes (they agree when exact)."""
     values = [
         (r.get("memory") or {}).get(key)
-        for r in entry.get("rows", [])
+        for r in entry.rows
         if (r.get("memory") or {}).get(key) is not None
     ]
     return statistics.median(values) if values else None
 
 
 # -- time: one figure per process, one interval per comparison -----------------------------------
-def group_key(entry: dict[str, Any]) -> tuple:
+def group_key(entry: Entry) -> tuple:
     """The group of cases that run the same loop: K, N and the case's swept settings (grad_sync,
     precision, recipe) and ranks. Noise between processes is estimated per group."""
     fields = tuple(sorted(case_fields(entry).items()))
-    ranks = (entry.get("parallel"), entry.get("world_size"))
-    return (entry["accumulate"], entry["live_tensors"], fields, ranks)
+    ranks = (entry.parallel, entry.world_size)
+    return (entry.k, entry.n, fields, ranks)
 
 
-def process_logs(entry: dict[str, Any]) -> list[float]:
+def process_logs(entry: Entry) -> list[float]:
     """The case's figure in each of its processes: log of its paired overhead there (the
     trimmed mean of the log ratios of its pairs)."""
     out = []
-    for r in entry.get("rows", []):
+    for r in entry.rows:
         samples = r.get("samples") or {}
         if samples.get("plain_window"):
             x = stats.process_log(samples["window"], samples["plain_window"])
@@ -192,11 +182,11 @@ def process_logs(entry: dict[str, Any]) -> list[float]:
     return out
 
 
-def process_figures(entry: dict[str, Any]) -> dict[str, float]:
+def process_figures(entry: Entry) -> dict[str, float]:
     """``process_logs`` keyed by the process each came from (``process_id``: strategies that
     shared a process, ``engine.rotation``, share it; a row without one is a process alone)."""
     out = {}
-    for i, r in enumerate(entry.get("rows", [])):
+    for i, r in enumerate(entry.rows):
         samples = r.get("samples") or {}
         if samples.get("plain_window"):
             x = stats.process_log(samples["window"], samples["plain_window"])
@@ -205,7 +195,7 @@ def process_figures(entry: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def noise(entries: list[dict[str, Any]], min_effect: float) -> dict[tuple, dict[str, Any]]:
+def noise(entries: list[Entry], min_effect: float) -> dict[tuple, GroupNoise]:
     """Per group: the variance of one process's log overhead between processes, pooled over
     the group's strategies with two or more processes (its df), and the group's resolution.
 
@@ -213,7 +203,7 @@ def noise(entries: list[dict[str, Any]], min_effect: float) -> dict[tuple, dict[
     borrows the variance pooled over the groups with the same settings other than K and N,
     and says which (``pooled_from``); a group that cannot borrow has no variance, and its time
     comparisons are ``unclear``."""
-    by_group: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
+    by_group: dict[tuple, list[Entry]] = defaultdict(list)
     for e in entries:
         by_group[group_key(e)].append(e)
     logs = {g: [process_logs(e) for e in here] for g, here in by_group.items()}
@@ -229,59 +219,54 @@ def noise(entries: list[dict[str, Any]], min_effect: float) -> dict[tuple, dict[
             ]
         counts = [len(x) for x in logs[g] if x]
         processes = statistics.median(counts) if counts else 0
-        out[g] = {
-            "k": g[0],
-            "n": g[1],
-            "case": dict(g[2]),
-            "processes": sum(counts),
-            "strategies": len(counts),
-            "processes_per_strategy": processes,
-            "sd": math.expm1(math.sqrt(variance)) if variance is not None else None,
-            "variance": variance,
-            "df": df,
-            "pooled_from": pooled_from,
-            "measured": df > 0,
-            "resolution": stats.resolution(variance, df, processes, min_effect),
-            "memory": memory_floors(here),
-        }
+        out[g] = GroupNoise(
+            k=g[0],
+            n=g[1],
+            case=dict(g[2]),
+            processes=sum(counts),
+            strategies=len(counts),
+            processes_per_strategy=processes,
+            sd=math.expm1(math.sqrt(variance)) if variance is not None else None,
+            df=df,
+            pooled_from=pooled_from,
+            measured=df > 0,
+            resolution=stats.resolution(variance, df, processes, min_effect),
+            memory=memory_floors(here),
+            variance=variance,
+        )
     return out
 
 
-def judge(c: dict[str, Any], min_effect: float, alpha: float = stats.ALPHA) -> str:
+def judge(c: Comparison, min_effect: float, alpha: float = stats.ALPHA) -> str:
     """The word of a time comparison whose q (FDR-adjusted p) is known: ``higher``/``lower``
     when significant over the sweep (q < alpha) and the estimate beyond min_effect; ``same``
     when the 90% interval lies inside 1 +- min_effect (two one-sided tests at 5%); else
     ``unclear``."""
-    if c.get("log") is None or c.get("ci_low") is None:
+    if c.log is None or c.ci_low is None:
         return "unclear"
     margin = math.log1p(min_effect)
-    if c.get("q") is not None and c["q"] < alpha and abs(c["log"]) > margin:
-        return "higher" if c["log"] > 0 else "lower"
-    if math.log(c["ci90_low"]) >= -margin and math.log(c["ci90_high"]) <= margin:
+    if c.q is not None and c.q < alpha and abs(c.log) > margin:
+        return "higher" if c.log > 0 else "lower"
+    if math.log(c.ci90_low) >= -margin and math.log(c.ci90_high) <= margin:
         return "same"
     return "unclear"
 
 
-def decide_time(comparisons: list[dict[str, Any]], min_effect: float, looks: int = 1) -> None:
+def decide_time(comparisons: list[Comparison], min_effect: float, looks: int = 1) -> None:
     """Adjust the p-values of a sweep's time comparisons together (Benjamini-Hochberg), then
     word each (in place): the error rate is controlled over the sweep, not per comparison.
     ``looks``: a sweep that adds rounds until decided looks at its data up to that many times,
     and each look is held to ALPHA / looks (Bonferroni over looks), so that stopping when a
     verdict is reached keeps the sweep's error rate at ALPHA."""
     alpha = stats.ALPHA / max(1, looks)
-    timed = [c for c in comparisons if c["metric"] == "window"]
-    for c, q in zip(timed, stats.adjusted([c.get("p") for c in timed]), strict=True):
-        c["q"] = q
-        c["significant"] = q is not None and q < alpha
-        c["verdict"] = judge(c, min_effect, alpha)
+    timed = [c for c in comparisons if c.timed]
+    for c, q in zip(timed, stats.adjusted([c.p for c in timed]), strict=True):
+        c.q = q
+        c.significant = q is not None and q < alpha
+        c.verdict = judge(c, min_effect, alpha)
 
 
-def compare_memory(ea, eb, metric: str, min_effect: float, floor: float = 0.0) -> dict[str, Any]:
-    key = MEMORY_KEYS[metric]
-    return decide_exact(memory_figure(ea, key), memory_figure(eb, key), min_effect, floor)
-
-
-def memory_floors(entries: list[dict[str, Any]]) -> dict[str, float]:
+def memory_floors(entries: list[Entry]) -> dict[str, float]:
     """Per memory metric, the largest relative spread (max - min) / max of the figure between
     processes that ran the same loop: the plain loop of every process with the same swept
     settings, and each case's own processes."""
@@ -290,7 +275,7 @@ def memory_floors(entries: list[dict[str, Any]]) -> dict[str, float]:
         plain: dict[tuple, list[float]] = defaultdict(list)
         samples = []
         for e in entries:
-            rows = [r.get("memory") or {} for r in e.get("rows", [])]
+            rows = [r.get("memory") or {} for r in e.rows]
             plain[tuple(sorted(case_fields(e).items()))] += [
                 m[f"plain_{key}"] for m in rows if m.get(f"plain_{key}") is not None
             ]
@@ -301,14 +286,14 @@ def memory_floors(entries: list[dict[str, Any]]) -> dict[str, float]:
     return out
 
 
-def compare_time(ea, eb, spread: dict[str, Any] | None) -> dict[str, Any]:
+def compare_time(ea, eb, spread: GroupNoise | None) -> dict[str, Any]:
     """a / b of two cases of one group: the contrast of their process figures (its word comes
     later, once the sweep's p-values are adjusted together: ``decide_time``)."""
     fa, fb = process_figures(ea), process_figures(eb)
     shared = [p for p in fa if p in fb]
     if len(shared) >= stats.OWN_VARIANCE_PROCESSES:  # measured side by side: paired
         return stats.paired_contrast([fa[p] - fb[p] for p in shared])
-    variance, df = (spread["variance"], spread["df"]) if spread else (None, 0)
+    variance, df = (spread.variance, spread.df) if spread else (None, 0)
     return stats.contrast(list(fa.values()), list(fb.values()), variance, df)
 
 
@@ -317,70 +302,75 @@ def comparison(
     eb,
     metric: str,
     min_effect: float,
-    spread: dict[str, Any] | None,
-    memory_floor: float = 0.0,
+    spread: GroupNoise | None,
+    record: type[Comparison] = Comparison,
     **fields: Any,
-) -> dict[str, Any]:
-    """a against b on one metric; a time comparison's word is set by ``decide_time``."""
-    if metric == "window":
-        measured = compare_time(ea, eb, spread)
-        measured.update(significant=False, verdict="unclear")
-    else:
-        measured = compare_memory(ea, eb, metric, min_effect, memory_floor)
-    keys = ("ratio", "ci_low", "ci_high", "significant", "verdict", "confidence", "method")
-    return {
-        **fields,
-        "metric": metric,
-        **{k: measured.get(k) for k in keys},
-        **{k: measured[k] for k in TEST_KEYS if k in measured},
-        "noisy": any(noisy(r) for e in (ea, eb) for r in e.get("rows", [])),
-    }
+) -> Comparison:
+    """a against b on one metric, as a ``record`` with ``fields`` (a, b, k, n, case, ...);
+    a time comparison's word is set by ``decide_time``, a memory one's here against the
+    group's memory floor."""
+    noisy_sides = any(noisy(r) for e in (ea, eb) for r in e.rows)
+    c = record(metric=metric, noisy=noisy_sides, **fields)
+    if c.timed:
+        return c.measured(compare_time(ea, eb, spread))
+    key = MEMORY_KEYS[metric]
+    floor = spread.memory.get(metric, 0.0) if spread else 0.0
+    a, b = memory_figure(ea, key), memory_figure(eb, key)
+    return c.measured(decide_exact(a, b, min_effect, floor))
 
 
-# a time comparison's test: log estimate, its SE and df, p, the 90% interval (same), processes,
-# and whether its processes measured both sides (paired)
-TEST_KEYS = ("log", "se", "df", "p", "ci90_low", "ci90_high", "processes", "paired")
-
-
-def ratio_text(c: dict[str, Any]) -> str:
-    """A ratio and its interval, spelled one way on every page, table and line:
+def ratio_text(c: Comparison | Paired | None) -> str:
+    """A ratio and its interval, spelled one way on every table and line of text:
     ``1.023 (95% CI 0.998-1.040)``; ``bounds`` for an interval that is no confidence interval;
     the ratio alone without an interval; ``-`` without a ratio."""
-    if c.get("ratio") is None:
+    if c is None or c.ratio is None:
         return "-"
-    text = f"{c['ratio']:.3f}"
-    if c.get("ci_low") is None:
+    text = f"{c.ratio:.3f}"
+    if c.ci_low is None:
         return text
-    level = "bounds" if c.get("confidence") is False else "95% CI"
-    return f"{text} ({level} {c['ci_low']:.3f}-{c['ci_high']:.3f})"
+    return f"{text} ({interval_text(c, dash='-')})"
+
+
+def interval_text(
+    x: Comparison | Paired, short: bool = False, exact: bool = False, dash: str = "\u2013"
+) -> str:
+    """A ratio's interval, as the pages spell it: ``95% CI lo-hi`` (``lo-hi`` when
+    ``short``), ``bounds lo-hi`` for an interval that is no confidence interval (fewer than 6
+    pairs), ``exact`` for a memory figure, else ``no interval``."""
+    if x.ci_low is not None and x.ci_high is not None:
+        level = ("" if short else "95% CI ") if x.confidence else "bounds "
+        return f"{level}{x.ci_low:.3f}{dash}{x.ci_high:.3f}"
+    if exact or getattr(x, "metric", None) in MEMORY_KEYS:
+        return "exact"
+    return "no interval"
 
 
 RECIPE = ("optimizer", "clip_norm", "compile", "compare_settings")
 
 
-def case_fields(entry: dict[str, Any]) -> dict[str, Any]:
+def case_fields(entry: Entry) -> dict[str, Any]:
     """The case's swept settings other than strategy, K and N: strategies are compared only
     with the same ones (a later axis lands here)."""
     return {
-        "grad_sync": entry["grad_sync"],
-        "precision": entry["precision"],
+        "grad_sync": entry.grad_sync,
+        "precision": entry.precision,
         # the sweep's training loop (the same for every case of a sweep): what was judged
-        **{key: entry[key] for key in RECIPE},
+        **{key: getattr(entry, key) for key in RECIPE},
     }
 
 
 def strategy_comparisons(
-    entries: list[dict[str, Any]], spreads: dict[tuple, dict[str, Any]], min_effect: float
-) -> list[dict[str, Any]]:
+    entries: list[Entry], spreads: dict[tuple, GroupNoise], min_effect: float
+) -> list[Comparison]:
     """Every unordered pair of strategies in every group, per metric (time words unset until
     ``decide_time``)."""
-    groups: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
+    groups: dict[tuple, list[Entry]] = defaultdict(list)
     for e in entries:
         groups[group_key(e)].append(e)
     out = []
     for key, here in sorted(groups.items(), key=lambda item: repr(item[0])):
         spread = spreads[key]
-        for ea, eb in combinations(sorted(here, key=lambda e: e["strategy"]), 2):
+        for ea, eb in combinations(sorted(here, key=lambda e: e.strategy), 2):
             for metric in METRICS:
                 out.append(
                     comparison(
@@ -389,9 +379,8 @@ def strategy_comparisons(
                         metric,
                         min_effect,
                         spread,
-                        spread["memory"].get(metric, 0.0),
-                        a=ea["strategy"],
-                        b=eb["strategy"],
+                        a=ea.strategy,
+                        b=eb.strategy,
                         k=key[0],
                         n=key[1],
                         case=case_fields(ea),
@@ -400,10 +389,15 @@ def strategy_comparisons(
     return out
 
 
-def verdicts(entries: list[dict[str, Any]], min_effect: float, looks: int = 1) -> dict[str, Any]:
+def by_case(entries: list[Entry]) -> list[Entry]:
+    """Cases in the order verdicts.json lists them: K, N, strategy."""
+    return sorted(entries, key=lambda e: (e.k, e.n, e.strategy))
+
+
+def verdicts(entries: list[Entry], min_effect: float, looks: int = 1) -> VerdictFile:
     """verdicts.json's content: every unordered pair of strategies in every group, per metric,
     the loops compared inside each case's processes, and each group's noise and resolution."""
-    ok = [e for e in entries if e.get("rows")]
+    ok = [e for e in entries if e.rows]
     spreads = noise(ok, min_effect)
     comparisons = strategy_comparisons(ok, spreads, min_effect)
     grad_sync = loop_verdicts(ok, spreads)
@@ -411,80 +405,60 @@ def verdicts(entries: list[dict[str, Any]], min_effect: float, looks: int = 1) -
     family = [*comparisons, *grad_sync, *settings]
     decide_time(family, min_effect, looks)
     paired_resolution(spreads, comparisons, min_effect)
-    timed = [c for c in family if c["metric"] == "window"]
-    growth = leaks.growth_verdicts(ok)
-    return {
-        "schema_version": VERDICTS_SCHEMA_VERSION,
-        "min_effect": min_effect,
-        "noise_floor": [
-            {k: v for k, v in s.items() if k != "variance"}
-            for _, s in sorted(spreads.items(), key=lambda item: repr(item[0]))
-        ],
-        "noise_floor_method": NOISE_METHOD,
+    return VerdictFile(
+        min_effect=min_effect,
+        noise_floor=[s for _, s in sorted(spreads.items(), key=lambda item: repr(item[0]))],
+        noise_floor_method=NOISE_METHOD,
         # which signal called a case noisy: psi where Linux has it, else involuntary switches
-        "noisy_by": sorted(
-            {case_noise(r)["signal"] or "none" for e in ok for r in e.get("rows", [])}
-        ),
-        "rule": RULE,
-        "error_control": {
-            "method": "Benjamini-Hochberg false discovery rate (scipy.stats."
+        noisy_by=sorted({case_noise(r).signal or "none" for e in ok for r in e.rows}),
+        rule=RULE,
+        error_control=ErrorControl(
+            method="Benjamini-Hochberg false discovery rate (scipy.stats."
             "false_discovery_control) over every time comparison of the sweep",
-            "alpha": stats.ALPHA,
-            "looks": looks,
-            "alpha_per_look": stats.ALPHA / max(1, looks),
-            "comparisons": len(timed),
-        },
-        "overheads": [
-            {
-                "strategy": e["strategy"],
-                "k": e["accumulate"],
-                "n": e["live_tensors"],
-                "case": case_fields(e),
-                **stats.public(overhead(e)),
-            }
-            for e in sorted(ok, key=lambda e: (e["accumulate"], e["live_tensors"], e["strategy"]))
+            alpha=stats.ALPHA,
+            looks=looks,
+            alpha_per_look=stats.ALPHA / max(1, looks),
+            comparisons=sum(c.timed for c in family),
+        ),
+        overheads=[
+            CaseOverhead(e.strategy, e.k, e.n, case_fields(e), e.overhead) for e in by_case(ok)
         ],
-        "comparisons": comparisons,
-        "grad_sync": grad_sync,
-        "settings": settings,
-        "memory_growth": growth,
-        "leaks": [c for c in growth if c["verdict"] == "leaks"],
-        "leak_rule": leaks.RULE,
-    }
+        comparisons=comparisons,
+        grad_sync=grad_sync,
+        settings=settings,
+        memory_growth=leaks.growth_verdicts(ok),
+        leak_rule=leaks.RULE,
+    )
 
 
-def paired_resolution(spreads, comparisons, min_effect: float) -> None:
+def paired_resolution(
+    spreads: dict[tuple, GroupNoise], comparisons: list[Comparison], min_effect: float
+) -> None:
     """A group whose strategies shared processes (paired comparisons) can tell apart less than
     its unpaired figure says: its resolution becomes the median half-width of its paired
-    comparisons' 95% intervals, never below min_effect (in place)."""
+    comparisons' 95% intervals, never below min_effect (in ``spreads``)."""
     halves: dict[tuple, list[float]] = defaultdict(list)
     for c in comparisons:
-        if c["metric"] == "window" and c.get("paired") and c.get("ci_high"):
-            key = (c["k"], c["n"], repr(sorted(c["case"].items())))
-            halves[key].append(math.log(c["ci_high"]) - c["log"])
-    for spread in spreads.values():
-        key = (spread["k"], spread["n"], repr(sorted(spread["case"].items())))
-        if halves.get(key):
-            half = max(math.log1p(min_effect), statistics.median(halves[key]))
-            spread["resolution"] = math.expm1(half)
-            spread["resolution_from"] = f"{len(halves[key])} paired comparisons"
+        if c.timed and c.paired and c.ci_high is not None and c.log is not None:
+            halves[(c.k, c.n, repr(sorted(c.case.items())))].append(math.log(c.ci_high) - c.log)
+    for key, spread in spreads.items():
+        here = halves.get((spread.k, spread.n, repr(sorted(spread.case.items()))))
+        if here:
+            half = max(math.log1p(min_effect), statistics.median(here))
+            spreads[key] = dataclasses.replace(
+                spread,
+                resolution=math.expm1(half),
+                resolution_from=f"{len(here)} paired comparisons",
+            )
 
 
-# paired samples of a case's own loop against another loop of the same strategy in one process:
-# (row field, this side's samples, the other side's, what verdicts.json names the other side)
-AGAINST = {
-    "grad_sync": ("flavour_window", "reference_flavour_window"),
-    "settings": ("setting_window", "other_setting_window"),
-}
-
-
-def loop_logs(entry: dict[str, Any], kind: str = "grad_sync") -> list[float]:
+def loop_logs(entry: Entry, kind: str = "grad_sync") -> list[float]:
     """A case's loop over another loop of the same strategy in each of its processes (log of
     the paired ratio: ``grad_sync``: its flavour over ``every``; ``settings``: its recipe over
     the ``--compare-settings`` one)."""
-    mine, other = AGAINST[kind]
+    mine, other = LOOP_SAMPLES[kind]
     out = []
-    for r in entry.get("rows", []):
+    for r in entry.rows:
         samples = r.get("samples") or {}
         if samples.get(mine):
             x = stats.process_log(samples[mine], samples[other])
@@ -493,92 +467,63 @@ def loop_logs(entry: dict[str, Any], kind: str = "grad_sync") -> list[float]:
     return out
 
 
-def loop_verdicts(entries, spreads, kind: str = "grad_sync") -> list[dict[str, Any]]:
+def loop_sides(entry: Entry, kind: str) -> tuple[str, str]:
+    """What a and b of a loop comparison are: the case's flavour and ``every``, or its
+    setting and the ``--compare-settings`` one (``precision=bf16``)."""
+    if kind == "grad_sync":
+        return entry.grad_sync, "every"
+    vs = entry.rows[0].get("settings_vs") or {}
+    setting = vs.get("setting")
+    return f"{setting}={spell(vs.get('mine'))}", f"{setting}={spell(vs.get('other'))}"
+
+
+def loop_verdicts(entries, spreads, kind: str = "grad_sync") -> list[LoopComparison]:
     """Each case's loop against its other loop (``grad_sync``: under FSDP2/HSDP, its flavour
     against ``every``; ``settings``: its recipe against ``--compare-settings``): the mean of its
     process figures against 1, with the between-process variance of its group (two loops of
     one process differ between processes as a strategy and the plain loop do); the word is set
     with the sweep's other time comparisons (``decide_time``)."""
     out = []
-    for e in sorted(entries, key=lambda e: (e["accumulate"], e["live_tensors"], e["strategy"])):
+    for e in by_case(entries):
         logs = loop_logs(e, kind)
         if not logs:
             continue
         spread = spreads.get(group_key(e))
-        variance, df = (spread["variance"], spread["df"]) if spread else (None, 0)
-        result = stats.contrast(logs, None, variance, df)
-        if kind == "grad_sync":
-            sides = {"a": e["grad_sync"], "b": "every", "case": case_fields(e)}
-        else:
-            vs = e["rows"][0].get("settings_vs") or {}
-            setting = vs.get("setting")
-            sides = {
-                "a": f"{setting}={spell(vs.get('mine'))}",
-                "b": f"{setting}={spell(vs.get('other'))}",
-                "case": case_fields(e),
-            }
-        out.append(
-            {
-                "strategy": e["strategy"],
-                "k": e["accumulate"],
-                "n": e["live_tensors"],
-                **sides,
-                "metric": "window",
-                **{key: result.get(key) for key in ("ratio", "ci_low", "ci_high", "confidence")},
-                **{key: result[key] for key in TEST_KEYS if key in result},
-                "method": result.get("method"),
-                "pairs": sum(len(r["samples"][AGAINST[kind][0]]) for r in e["rows"]),
-                "verdict": "unclear",
-                "noisy": any(noisy(r) for r in e.get("rows", [])),
-            }
+        variance, df = (spread.variance, spread.df) if spread else (None, 0)
+        a, b = loop_sides(e, kind)
+        c = LoopComparison(
+            a=a,
+            b=b,
+            k=e.k,
+            n=e.n,
+            case=case_fields(e),
+            metric="window",
+            strategy=e.strategy,
+            pairs=sum(len(r["samples"][LOOP_SAMPLES[kind][0]]) for r in e.rows),
+            noisy=any(noisy(r) for r in e.rows),
         )
+        out.append(c.measured(stats.contrast(logs, None, variance, df)))
     return out
 
 
 def lookup(
-    result: dict[str, Any],
+    result: VerdictFile,
     a: str,
     b: str,
     k: int,
     n: int,
     metric: str,
     case: dict[str, Any] | None = None,
-) -> dict | None:
+) -> Comparison | None:
     """The comparison of a against b (either order stored; the ratio inverted if needed); with
     ``case``, only one made with those settings (e.g. {"grad_sync": "last"})."""
-    for c in result["comparisons"]:
-        if (c["k"], c["n"], c["metric"]) != (k, n, metric):
+    for c in result.comparisons:
+        if (c.k, c.n, c.metric) != (k, n, metric):
             continue
-        if case is not None and c.get("case", {}) != case:
+        if case is not None and c.case != case:
             continue
-        if (c["a"], c["b"]) == (a, b):
+        if (c.a, c.b) == (a, b):
             return c
-        if (c["a"], c["b"]) == (b, a):
-            return invert(c)
+        if (c.a, c.b) == (b, a):
+            return c.inverted()
     return None
-
-
-FLIP = {"lower": "higher", "higher": "lower", "same": "same", "unclear": "unclear"}
-
-
-def invert(c: dict[str, Any]) -> dict[str, Any]:
-    def inv(x):
-        return 1 / x if x else None
-
-    return {
-        **c,
-        "a": c["b"],
-        "b": c["a"],
-        "ratio": inv(c["ratio"]),
-        "ci_low": inv(c["ci_high"]),
-        "ci_high": inv(c["ci_low"]),
-        "verdict": FLIP[c["verdict"]],
-    }
-
-
-def write(directory: str | Path, result: dict[str, Any], name: str = VERDICTS) -> Path:
-    path = Path(directory) / name
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(finite(result), indent=1, allow_nan=False))
-    tmp.replace(path)
-    return path

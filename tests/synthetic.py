@@ -20,7 +20,8 @@ import numpy as np
 
 from benches.engine.spec import CaseSpec
 from reports import stats
-from reports.rows import SCHEMA_VERSION
+from reports.records import Entry
+from reports.rows import SCHEMA_VERSION, SWEEP_IDENTITY
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTIONS = (  # index.html's sections, in the page's order
@@ -116,6 +117,7 @@ def make_row(
         "case_id": case_id,
         **spec.identity(),
         "round": round,
+        "time_only": False,  # a process the sweep added for time alone: its timed pairs only
         "status": status,
         "error": error,
         "control": control,
@@ -167,6 +169,9 @@ def make_row(
         "tolerance": 1e-5,
         "ok": True,
         "worst_parameter": None,
+        "accepted_by": "float64 sum",
+        "same_order_max_rel_diff": 0.0,
+        "same_order_tolerance": 1e-5,
         "window": 1,
         "windows": 3,
     }
@@ -175,6 +180,26 @@ def make_row(
     row["accumulation_error"] = {"max_rel": 1e-7 * (k - 1), "norm_rel": 4e-8 * (k - 1)}
     row["total_error"] = {"max_rel": 8e-7 * k**0.5, "norm_rel": 5e-7 * k**0.5}
     return measured(row)
+
+
+def entry(strategy: str, rows: list[dict], k: int = 1, n: int = 0, **settings) -> Entry:
+    """A pooled case of hand-made ``rows``, its identity as the engine writes it
+    (``CaseSpec.identity``, with ``settings`` changed), as ``reports.rows.pooled`` builds it."""
+    spec = CaseSpec(
+        strategy=strategy, preset="tiny", device="cpu", accumulate=k, live_tensors=n, **settings
+    )
+    identity = {**spec.identity(), **settings}
+    return Entry(
+        strategy=strategy,
+        name=strategy,
+        options=identity["options"],
+        k=k,
+        n=n,
+        grad_sync=identity["grad_sync"],
+        precision=identity["precision"],
+        **{name: identity[name] for name in SWEEP_IDENTITY},
+        rows=rows,
+    )
 
 
 def rescale(row: dict, window: float = 1.0, plain: float = 1.0) -> dict:

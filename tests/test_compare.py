@@ -16,7 +16,7 @@ from synthetic import (
     write_run,
 )
 
-from reports import compare, stats, verdicts
+from reports import compare, records, stats, verdicts
 from reports.__main__ import main as reports_main
 
 
@@ -33,8 +33,9 @@ def test_compare_finds_a_planted_slowdown(tmp_path):
     b = write_run(tmp_path / "b", [*slower, make_row("foreach")])
     assert reports_main(["compare", str(a), str(b)]) == 0
     assert (b / "compare.html").is_file()
-    result = json.loads((b / compare.COMPARE).read_text())  # beside the page, in B's directory
-    assert result["schema_version"] == verdicts.VERDICTS_SCHEMA_VERSION
+    result = json.loads((b / records.COMPARE).read_text())  # beside the page, in B's directory
+    assert result["schema_version"] == records.VERDICTS_SCHEMA_VERSION
+    assert records.CompareFile.from_json(result).to_json() == result  # its one reader and writer
     assert result["min_effect"] == verdicts.DEFAULT_MIN_EFFECT
     assert all(f["resolution"] is not None for f in result["resolution"])
     assert {c["verdict"] for c in result["comparisons"]} <= set(WORDS)
@@ -64,7 +65,7 @@ def test_compare_finds_a_planted_slowdown(tmp_path):
     # the other way round, B's planted slowdown is A's speedup: lower, as often as higher
     back = compare.comparison(b, a)
     back_lazy = [line["window"] for line in back["lines"] if line["strategy"] == "lazy"]
-    assert [w["verdict"] for w in back_lazy] == ["lower"] * 4, back_lazy
+    assert [w.verdict for w in back_lazy] == ["lower"] * 4, back_lazy
     assert back["only_a"] == [("foreach", 1, 0, "last")]
 
 
@@ -83,12 +84,12 @@ def test_compare_ignores_a_machine_twice_as_slow(tmp_path, how):
     assert len(result["lines"]) == 4 * len(OVERHEADS)
     for line in result["lines"]:
         window = line["window"]
-        assert window["verdict"] not in ("lower", "higher"), (line["label"], window)
-        assert window["ratio"] == pytest.approx(1.0, abs=0.02)
+        assert window.verdict not in ("lower", "higher"), (line["label"], window)
+        assert window.ratio == pytest.approx(1.0, abs=0.02)
         medians = {p["phase"]: (p["a"]["median_s"], p["b"]["median_s"]) for p in line["phases"]}
         assert medians["window"][1] / medians["window"][0] == pytest.approx(2.0, rel=0.03)
     if how == "the same samples":  # identical paired ratios: exactly no change, and same
-        assert {line["window"]["verdict"] for line in result["lines"]} == {"same"}
+        assert {line["window"].verdict for line in result["lines"]} == {"same"}
     assert result["counts"]["lower"] == result["counts"]["higher"] == 0
 
 
@@ -113,20 +114,20 @@ def test_compare_does_not_call_a_machine_that_drifted_between_runs(tmp_path):
     )
     result = compare.comparison(a, b)
     drift = result["between_runs"]
-    assert drift["cases"] == 4 * len(OVERHEADS) and 0.02 < drift["sd"] < 0.06, drift
+    assert drift.cases == 4 * len(OVERHEADS) and 0.02 < drift.sd < 0.06, drift
     for line in result["lines"]:
         window = line["window"]
         if line["strategy"] == "lazy":
-            assert window["verdict"] == "higher", window
+            assert window.verdict == "higher", window
         else:
-            assert window["verdict"] not in ("lower", "higher"), (line["label"], window)
+            assert window.verdict not in ("lower", "higher"), (line["label"], window)
     side_a, side_b = compare._side(a), compare._side(b)
     case_a, case_b = (side["cases"][("block", 1, 0, "last")] for side in (side_a, side_b))
     spread = verdicts.noise(list(side_b["cases"].values()), 0.02)[verdicts.group_key(case_b)]
     alone = stats.contrast(
         verdicts.process_logs(case_b),
         verdicts.process_logs(case_a),
-        spread["variance"],
-        spread["df"],
+        spread.variance,
+        spread.df,
     )
     assert alone["ci_low"] > 1 or alone["ci_high"] < 1, alone  # its own processes: "different"

@@ -166,6 +166,7 @@ def test_gate_exit_codes(runs, tmp_path, capsys):
     assert "higher: global / native" in capsys.readouterr().out
     assert reports_main(["gate", str(verdicts), "--pair", "lazy,native"]) == 0
     capsys.readouterr()
+    pair = ["--pair", "global,native"]
     bad = {
         "typo": (verdicts, ["--pair", "native,natve"], "'natve' is not a strategy"),
         "twice": (verdicts, ["--pair", "native,native"], "names one strategy twice"),
@@ -174,7 +175,11 @@ def test_gate_exit_codes(runs, tmp_path, capsys):
         "no-verdict": (tmp_path / "bad.json", [], "comparisons[0] has no 'verdict'"),
         "bad-word": (tmp_path / "word.json", [], "has verdict 'worse'"),
         "missing": (tmp_path / "none.json", [], "cannot read"),
+        "misspelled": (tmp_path / "typo.json", pair, "comparisons[0] has an unknown field 'ratoi'"),
     }
+    typo = json.loads(verdicts.read_text())
+    typo["comparisons"][0]["ratoi"] = typo["comparisons"][0].pop("ratio")
+    (tmp_path / "typo.json").write_text(json.dumps(typo))
     (tmp_path / "empty.json").write_text('{"comparisons": []}')
     (tmp_path / "bad.json").write_text('{"comparisons": [1]}')
     (tmp_path / "word.json").write_text('{"comparisons": [{"verdict": "worse"}]}')

@@ -12,14 +12,16 @@ from pathlib import Path
 import pytest
 
 from reports import leaks
+from reports.records import Entry
 from reports.rows import read
 from tests.conftest import ROOT, run_reports
+from tests.synthetic import entry as entry_of
 from tests.synthetic import make_row
 
 KIB = 2**10
 
 
-def entry(*processes: tuple[float | None, float | None, int, int]) -> dict:
+def entry(*processes: tuple[float | None, float | None, int, int]) -> Entry:
     """A pooled case of native whose processes grew (per pair, plain alone, pairs, plain
     windows) as given."""
     rows = []
@@ -32,14 +34,7 @@ def entry(*processes: tuple[float | None, float | None, int, int]) -> dict:
             plain_growth_windows=plain_windows,
         )
         rows.append(row)
-    return {
-        "strategy": "native",
-        "accumulate": 1,
-        "live_tensors": 0,
-        "grad_sync": "last",
-        "precision": "fp32",
-        "rows": rows,
-    }
+    return entry_of("native", rows)
 
 
 @pytest.mark.parametrize(
@@ -60,13 +55,13 @@ def entry(*processes: tuple[float | None, float | None, int, int]) -> dict:
 )
 def test_the_leak_rule(processes, word):
     judged = leaks.judge(entry(*processes))
-    assert judged["verdict"] == word
+    assert judged.verdict == word
     if word != "unmeasured":
         growth = sorted(p[0] for p in processes)[len(processes) // 2]
         plain = max(sorted(p[1] for p in processes)[len(processes) // 2], 0)
-        assert judged["growth_bytes_per_window"] == growth
-        assert judged["excess_bytes_per_window"] == growth - 2 * plain
-        assert judged["processes"] == len(processes)
+        assert judged.growth_bytes_per_window == growth
+        assert judged.excess_bytes_per_window == growth - 2 * plain
+        assert judged.processes == len(processes)
 
 
 # -- a real sweep ---------------------------------------------------------------------------------

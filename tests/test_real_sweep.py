@@ -12,7 +12,7 @@ from synthetic import (
     by_id,
 )
 
-from reports import analysis, compare, verdicts
+from reports import analysis, compare, records, verdicts
 from reports.rows import SCHEMA_VERSION, read
 
 
@@ -27,13 +27,14 @@ def test_real_sweep_rows_and_verdicts(real_sweep):
         assert len(row["samples"]["window"]) == len(row["samples"]["plain_window"]) == 6
         assert row["memory"]["held_bytes"] >= 0 and row["memory"]["peak_bytes"] > 0
         assert row["grad_check"]["ok"] and row["grad_check"]["windows"] >= 2
-    judged = json.loads((real_sweep / verdicts.VERDICTS).read_text())
+    judged = json.loads((real_sweep / records.VERDICTS).read_text())
     assert len(judged["noise_floor"]) == 2
     assert all(f["measured"] and f["resolution"] is not None for f in judged["noise_floor"])
     assert len(judged["comparisons"]) == 2 * SWEEP_PAIRS * len(verdicts.METRICS)
     assert {c["verdict"] for c in judged["comparisons"]} <= set(WORDS)
     report = analysis.report(real_sweep)
-    assert judged == verdicts.finite(report["verdicts"])  # rebuilt: the same, to the bit
+    # rebuilt: the same, to the bit
+    assert judged == records.finite(report["verdicts_json"].to_json())
     # every strategy, the control's first process too, has its timeline and its cost model
     assert {t["label"] for t in report["timelines"]} == {*SWEEP_STRATEGIES, "plain loop"}
     assert {c["strategy"] for c in report["costs"]} == set(SWEEP_STRATEGIES)
@@ -49,9 +50,9 @@ def test_real_sweep_rows_and_verdicts(real_sweep):
     assert answer["resolution"] == here_noise["resolution"]
     if answer["candidates"] >= 2:
         lead = answer["fastest"]["lead"]
-        assert lead == verdicts.lookup(report["verdicts"], lead["a"], lead["b"], k, n, "window")
-        assert answer["advice"].startswith("Use") == (lead["verdict"] == "lower")
-        assert ("tie on speed" in answer["advice"]) == (lead["verdict"] != "lower")
+        assert lead == verdicts.lookup(report["verdicts"], lead.a, lead.b, k, n, "window")
+        assert answer["advice"].startswith("Use") == (lead.verdict == "lower")
+        assert ("tie on speed" in answer["advice"]) == (lead.verdict != "lower")
         overheads = {
             o["strategy"]: o["ratio"]
             for o in judged["overheads"]
@@ -75,8 +76,8 @@ def test_real_sweep_compared_with_itself_on_a_slower_machine(real_sweep, tmp_pat
     result = compare.comparison(real_sweep, b)
     assert len(result["lines"]) == 2 * len(SWEEP_STRATEGIES)
     for line in result["lines"]:
-        assert line["window"]["ratio"] == pytest.approx(1.0, rel=1e-9)
-        assert line["window"]["verdict"] not in ("lower", "higher"), line["window"]
+        assert line["window"].ratio == pytest.approx(1.0, rel=1e-9)
+        assert line["window"].verdict not in ("lower", "higher"), line["window"]
 
 
 def test_recipe_sweep_shows_every_precision_and_the_settings_compared(recipe_sweep):
@@ -96,7 +97,7 @@ def test_recipe_sweep_shows_every_precision_and_the_settings_compared(recipe_swe
     )
     for e in errors.values():
         assert e["check_ok"] and e["tolerance"] >= e["accumulation"]["max_rel"], e
-    judged = json.loads((out / verdicts.VERDICTS).read_text())
+    judged = json.loads((out / records.VERDICTS).read_text())
     settings = judged["settings"]
     assert {(c["case"]["precision"], c["k"], c["a"], c["b"]) for c in settings} == {
         (p, k, f"precision={p}", "precision=bf16-autocast")

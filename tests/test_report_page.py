@@ -26,7 +26,7 @@ from synthetic import (
     write_run,
 )
 
-from reports import analysis, build, charts, verdicts
+from reports import analysis, build, charts, records, verdicts
 from reports.__main__ import main as reports_main
 from reports.rows import SCHEMA_VERSION, read
 
@@ -41,15 +41,15 @@ def test_answer_names_fastest_by_overhead_and_leanest_by_peak(tmp_path):
     assert answer["candidates"] == 4
     fastest = answer["fastest"]
     assert fastest["strategy"] == "lazy"
-    assert fastest["overhead"]["ratio"] == pytest.approx(0.7, rel=0.01)
-    assert fastest["overhead"]["confidence"] == 0.95 and fastest["overhead"]["pairs"] == 10
+    assert fastest["overhead"].ratio == pytest.approx(0.7, rel=0.01)
+    assert fastest["overhead"].confidence == 0.95 and fastest["overhead"].pairs == 10
     assert fastest["runner_up"]["strategy"] == "native"
-    assert fastest["runner_up"]["overhead"]["processes"] == 3
+    assert fastest["runner_up"]["overhead"].processes == 3
     lead = fastest["lead"]
-    assert (lead["a"], lead["b"], lead["metric"]) == ("lazy", "native", "window")
-    assert lead["ratio"] == pytest.approx(0.7, rel=0.01)
-    assert lead["ci_high"] < 1 and lead["q"] < 0.05  # significant over the sweep
-    assert lead["verdict"] == "lower"
+    assert (lead.a, lead.b, lead.metric) == ("lazy", "native", "window")
+    assert lead.ratio == pytest.approx(0.7, rel=0.01)
+    assert lead.ci_high < 1 and lead.q < 0.05  # significant over the sweep
+    assert lead.verdict == "lower"
     assert answer["resolution"] is not None and 0.02 <= answer["resolution"] < 0.05
     assert answer["min_effect"] == verdicts.DEFAULT_MIN_EFFECT
     leanest = answer["leanest"]
@@ -59,7 +59,7 @@ def test_answer_names_fastest_by_overhead_and_leanest_by_peak(tmp_path):
         MIB,
     )
     assert leanest["runner_up"]["peak_bytes"] == int(9.5 * MIB)
-    assert leanest["lead"]["verdict"] == "lower" and leanest["lead"]["metric"] == "peak_memory"
+    assert leanest["lead"].verdict == "lower" and leanest["lead"].metric == "peak_memory"
     advice = answer["advice"]
     assert advice.startswith("Use `lazy` for speed: it is lower than `native`, the next fastest")
     assert "significant over the sweep and beyond min-effect 2%" in advice
@@ -86,11 +86,11 @@ def test_advice_is_a_tie_when_strategies_are_near_identical(tmp_path):
     answer = analysis.report(write_run(tmp_path / "run", rows))["answer"]
     assert answer["resolution"] is not None
     lead = answer["fastest"]["lead"]
-    assert {lead["a"], lead["b"]} == {"lazy", "native"}
-    assert lead["verdict"] == "same"
-    assert 1 / 1.02 <= lead["ci90_low"] <= lead["ci90_high"] <= 1.02  # two one-sided tests
+    assert {lead.a, lead.b} == {"lazy", "native"}
+    assert lead.verdict == "same"
+    assert 1 / 1.02 <= lead.ci90_low <= lead.ci90_high <= 1.02  # two one-sided tests
     assert not answer["advice"].startswith("Use")
-    assert f"`{lead['a']}` and `{lead['b']}` tie on speed here" in answer["advice"]
+    assert f"`{lead.a}` and `{lead.b}` tie on speed here" in answer["advice"]
     because = ": same, because their 90% interval lies within +-2%), so choose on memory"
     assert because in answer["advice"]
     assert "; `block` needs the least memory at peak" in answer["advice"]
@@ -104,8 +104,8 @@ def test_no_lower_verdict_without_a_measured_noise_floor(tmp_path):
     answer = analysis.report(directory)["answer"]
     assert answer["resolution"] is None
     lead = answer["fastest"]["lead"]
-    assert lead["ratio"] == pytest.approx(0.7, rel=0.01)
-    assert lead["ci_low"] is None and lead["verdict"] == "unclear"  # no interval is honest
+    assert lead.ratio == pytest.approx(0.7, rel=0.01)
+    assert lead.ci_low is None and lead.verdict == "unclear"  # no interval is honest
     assert answer["advice"].startswith("`lazy` and `native` tie on speed here")
     section = by_id(build.build(directory).read_text(), "answer")
     assert "not measured: no variance between processes, so only <i>unclear</i>" in section
@@ -129,7 +129,7 @@ def test_noisy_cases_are_left_out_of_the_answer(tmp_path):
     assert lazy["noisy"] and lazy["cpu_pressure"] == pytest.approx(0.15)
     # its comparisons are still stated, marked noisy
     window = verdicts.lookup(report["verdicts"], "lazy", "native", 1, 0, "window")
-    assert window["noisy"] is True
+    assert window.noisy is True
 
     only_noisy = [make_row("lazy", pressure=0.5), make_row("native", pressure=0.5)]
     answer = analysis.report(write_run(tmp_path / "noisy", only_noisy))["answer"]
@@ -149,8 +149,8 @@ def test_default_case_is_the_sweeps_first_k_and_no_ballast(tmp_path):
 def test_verdicts_json_is_written_and_the_page_shows_what_it_says(tmp_path):
     directory = write_run(tmp_path / "run", standard_rows())
     html = build.build(directory).read_text()
-    judged = json.loads((directory / verdicts.VERDICTS).read_text())
-    assert judged["schema_version"] == verdicts.VERDICTS_SCHEMA_VERSION
+    judged = json.loads((directory / records.VERDICTS).read_text())
+    assert judged["schema_version"] == records.VERDICTS_SCHEMA_VERSION
     assert judged["min_effect"] == verdicts.DEFAULT_MIN_EFFECT
     pairs = len(list(combinations(OVERHEADS, 2)))
     assert len(judged["comparisons"]) == 4 * pairs * len(verdicts.METRICS)  # 4 (K, N), 3 metrics
@@ -181,9 +181,11 @@ def test_verdicts_json_is_written_and_the_page_shows_what_it_says(tmp_path):
     # the answer's lead is verdicts.json's comparison
     report = analysis.report(directory)
     lead = report["answer"]["fastest"]["lead"]
-    stored = verdicts.lookup(judged, "lazy", "native", 1, 0, "window")
-    assert lead["verdict"] == stored["verdict"]
-    assert lead["ci_low"] == pytest.approx(stored["ci_low"])
+    stored = verdicts.lookup(
+        records.VerdictFile.from_json(judged), "lazy", "native", 1, 0, "window"
+    )
+    assert lead.verdict == stored.verdict
+    assert lead.ci_low == pytest.approx(stored.ci_low)
     assert "verdicts.json" in by_id(html, "raw")
 
 
@@ -192,12 +194,12 @@ def test_case_table_overheads_and_reset_slopes(tmp_path):
     cases = {c["strategy"]: c for c in report["default_cases"]}
     native, lazy = cases["native"], cases["lazy"]
     assert native["rounds"] == 3 and "vs_native" not in native
-    assert native["overhead"]["processes"] == 3 and native["overhead"]["pairs"] == 30
-    assert native["overhead"]["method"].startswith("hierarchical percentile bootstrap")
-    assert lazy["overhead"]["ratio"] == pytest.approx(0.7, rel=0.01)
-    assert lazy["vs_native"]["window"]["verdict"] == "lower"
-    assert lazy["vs_native"]["peak_memory"]["verdict"] == "higher"  # 10 MiB against 9.5
-    assert lazy["vs_native"]["held_memory"]["verdict"] == "same"
+    assert native["overhead"].processes == 3 and native["overhead"].pairs == 30
+    assert native["overhead"].method.startswith("hierarchical percentile bootstrap")
+    assert lazy["overhead"].ratio == pytest.approx(0.7, rel=0.01)
+    assert lazy["vs_native"]["window"].verdict == "lower"
+    assert lazy["vs_native"]["peak_memory"].verdict == "higher"  # 10 MiB against 9.5
+    assert lazy["vs_native"]["held_memory"].verdict == "same"
     assert (lazy["memory"]["peak_bytes"], lazy["memory"]["plain_peak_bytes"]) == (10 * MIB, 8 * MIB)
     assert lazy["grad_check"] == {
         "max_rel_diff": 0.0,
@@ -209,8 +211,8 @@ def test_case_table_overheads_and_reset_slopes(tmp_path):
     assert cases["flat"]["noisy"] and not lazy["noisy"]
     core = {(o["k"], o["n"]): o for o in report["overheads"]}
     assert sorted(core) == [(1, 0), (1, 10_000), (2, 0), (2, 10_000)]
-    assert core[(1, 0)]["ratio"] == pytest.approx(1.0, abs=0.01)
-    assert core[(1, 0)]["plain"]["n"] == 30 and core[(1, 0)]["processes"] == 3
+    assert core[(1, 0)]["overhead"].ratio == pytest.approx(1.0, abs=0.01)
+    assert core[(1, 0)]["plain"]["n"] == 30 and core[(1, 0)]["overhead"].processes == 3
     slopes = {s["strategy"]: s for s in report["slopes"]}
     assert slopes["global"]["slope_s"] == pytest.approx(1e-6)  # 10 ms per 10,000 tensors
     assert slopes["native"]["slope_s"] == pytest.approx(0, abs=1e-15)

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 import pytest
+from synthetic import entry as entry_of
+from synthetic import standard_rows
 
 from reports import stats, verdicts
+from reports.records import FLIP, Comparison, Paired
 
 
 @pytest.mark.parametrize(
@@ -68,7 +72,7 @@ def test_identical_processes_give_ratio_one_between_them():
 def test_the_verdict_rule(low, high, floor, word):
     assert verdicts.decide(low, high, 0.02, floor) == word
     # a / b and b / a always get mirrored words, whatever order the names sort in
-    assert verdicts.decide(1 / high, 1 / low, 0.02, floor) == verdicts.FLIP[word]
+    assert verdicts.decide(1 / high, 1 / low, 0.02, floor) == FLIP[word]
 
 
 @pytest.mark.parametrize(
@@ -92,23 +96,13 @@ def test_a_memory_difference_inside_the_measured_memory_floor_is_unclear():
     assert verdicts.decide_exact(130, 100, 0.02, floor=0.15)["verdict"] == "higher"
 
 
-CASE_FIELDS = {  # a pooled entry's swept settings beside strategy, K and N
-    "grad_sync": "last",
-    "precision": "fp32",
-    "optimizer": "adamw",
-    "clip_norm": None,
-    "compile": False,
-    "compare_settings": "",
-}
-
-
 def test_the_memory_floor_is_the_spread_of_identical_loops_between_processes():
     def entry(strategy, peaks, plain_peaks):
         rows = [
             {"memory": {"peak_bytes": p, "held_bytes": 10, "plain_peak_bytes": q}}
             for p, q in zip(peaks, plain_peaks, strict=True)
         ]
-        return {"strategy": strategy, **CASE_FIELDS, "rows": rows}
+        return entry_of(strategy, rows)
 
     exact = [entry("a", [100], [90]), entry("b", [120], [90])]
     assert verdicts.memory_floors(exact) == {"peak_memory": 0.0, "held_memory": 0.0}
@@ -132,14 +126,9 @@ def _row(strategy, k, ratio, split=0.01, pressure=0.0, rnd=0):
 
 def _entry(rows):
     first = rows[0]
-    return {
-        "strategy": first["strategy"],
-        "accumulate": first["accumulate"],
-        "live_tensors": 0,
-        **CASE_FIELDS,
-        "rows": rows,
-        "phases": {"window": {}},
-    }
+    case = entry_of(first["strategy"], rows, k=first["accumulate"])
+    case.phases = {"window": {}}
+    return case
 
 
 def test_a_groups_noise_is_the_pooled_variance_of_process_figures_with_its_df():
@@ -149,19 +138,19 @@ def test_a_groups_noise_is_the_pooled_variance_of_process_figures_with_its_df():
     ]
     (spread,) = verdicts.noise(entries, 0.02).values()
     # two processes of native: variance of (0, log 1.02) with df 1; block's one adds no df
-    assert spread["variance"] == pytest.approx(math.log(1.02) ** 2 / 2)
-    assert (spread["df"], spread["processes"], spread["strategies"]) == (1, 3, 2)
-    assert spread["pooled_from"] == [] and spread["measured"]
-    half = stats.t_quantile(0.975, 1) * math.sqrt(spread["variance"] * 2 / 1.5)
-    assert spread["resolution"] == pytest.approx(math.expm1(half))
+    assert spread.variance == pytest.approx(math.log(1.02) ** 2 / 2)
+    assert (spread.df, spread.processes, spread.strategies) == (1, 3, 2)
+    assert spread.pooled_from == [] and spread.measured
+    half = stats.t_quantile(0.975, 1) * math.sqrt(spread.variance * 2 / 1.5)
+    assert spread.resolution == pytest.approx(math.expm1(half))
 
 
 def test_without_a_second_process_the_noise_is_unknown_and_time_is_never_decided():
     entries = [_entry([_row("native", 1, 1.0)]), _entry([_row("block", 1, 3.0)])]
     result = verdicts.verdicts(entries, 0.02)
-    assert result["noise_floor"][0]["resolution"] is None
-    window = [c for c in result["comparisons"] if c["metric"] == "window"]
-    assert [c["verdict"] for c in window] == ["unclear"]
+    assert result.noise_floor[0].resolution is None
+    window = [c for c in result.comparisons if c.metric == "window"]
+    assert [c.verdict for c in window] == ["unclear"]
 
 
 def test_a_group_without_df_borrows_from_its_settings_at_other_k_and_says_so():
@@ -173,14 +162,14 @@ def test_a_group_without_df_borrows_from_its_settings_at_other_k_and_says_so():
     ]
     spreads = verdicts.noise(entries, 0.02)
     at = {key[0]: s for key, s in spreads.items()}
-    assert at[1]["pooled_from"] == [[4, 0]] and at[1]["df"] == 1
-    assert at[1]["variance"] == pytest.approx(at[4]["variance"])
-    assert at[4]["pooled_from"] == []
+    assert at[1].pooled_from == [[4, 0]] and at[1].df == 1
+    assert at[1].variance == pytest.approx(at[4].variance)
+    assert at[4].pooled_from == []
     # another precision never lends: bf16 judges bf16
-    bf16 = [{**e, "precision": "bf16"} for e in entries[:2]]
+    bf16 = [dataclasses.replace(e, precision="bf16") for e in entries[:2]]
     spreads = verdicts.noise([*bf16, *entries[2:]], 0.02)
     lone = next(s for key, s in spreads.items() if dict(key[2])["precision"] == "bf16")
-    assert lone["df"] == 0 and lone["resolution"] is None
+    assert lone.df == 0 and lone.resolution is None
 
 
 def _planted(truth: dict[str, float], processes: dict[str, int], sd: float, seed: int):
@@ -219,10 +208,10 @@ def test_the_interval_called_95_percent_covers_the_truth_95_percent_of_the_time(
         entries = _planted(truth, processes, 0.02, seed)
         spreads = verdicts.noise(entries, 0.02)
         for c in verdicts.strategy_comparisons(entries, spreads, 0.02):
-            if c["metric"] != "window":
+            if c.metric != "window":
                 continue
-            true = math.exp(truth[c["a"]] - truth[c["b"]])
-            covered += c["ci_low"] <= true <= c["ci_high"]
+            true = math.exp(truth[c.a] - truth[c.b])
+            covered += c.ci_low <= true <= c.ci_high
             total += 1
     assert 0.93 <= covered / total <= 0.97, f"{label}: coverage {covered / total:.3f}"
 
@@ -238,22 +227,21 @@ def test_a_five_percent_difference_is_higher_and_twins_are_same_with_enough_proc
         comparisons = verdicts.strategy_comparisons(entries, verdicts.noise(entries, 0.02), 0.02)
         verdicts.decide_time(comparisons, 0.02)
         for c in comparisons:
-            if c["metric"] == "window" and "native" in (c["a"], c["b"]):
-                c = c if c["b"] == "native" else verdicts.invert(c)
-                words[c["a"]].append(c["verdict"])
+            if c.metric == "window" and "native" in (c.a, c.b):
+                c = c if c.b == "native" else c.inverted()
+                words[c.a].append(c.verdict)
     assert "lower" not in words["twin"] and "higher" not in words["twin"]
     assert words["twin"].count("same") / len(words["twin"]) > 0.7, words["twin"]
     assert words["slow"].count("higher") / len(words["slow"]) > 0.95
 
 
 def test_a_significant_difference_inside_min_effect_is_same_not_higher():
-    c = {"log": math.log(1.01), "ci_low": 1.005, "ci_high": 1.015, "ci90_low": 1.006,
-         "ci90_high": 1.014, "q": 1e-6, "metric": "window"}  # fmt: skip
+    c = Comparison("a", "b", 1, 0, {}, "window", ci_low=1.005, ci_high=1.015,
+                   log=math.log(1.01), ci90_low=1.006, ci90_high=1.014, q=1e-6)  # fmt: skip
     assert verdicts.judge(c, 0.02) == "same"
-    assert verdicts.judge({**c, "log": math.log(1.03), "ci90_high": 1.04}, 0.02) == "higher"
-    assert verdicts.judge({**c, "log": math.log(1.03), "q": 0.2, "ci90_high": 1.04}, 0.02) == (
-        "unclear"
-    )
+    higher = dataclasses.replace(c, log=math.log(1.03), ci90_high=1.04)
+    assert verdicts.judge(higher, 0.02) == "higher"
+    assert verdicts.judge(dataclasses.replace(higher, q=0.2), 0.02) == "unclear"
 
 
 def test_every_unordered_pair_once_per_metric_and_k():
@@ -261,16 +249,16 @@ def test_every_unordered_pair_once_per_metric_and_k():
         _entry([_row(s, k, 1.0), _row(s, k, 1.0, rnd=1)]) for s in ("a", "b", "c") for k in (1, 4)
     ]
     result = verdicts.verdicts(entries, 0.02)
-    keys = [(c["a"], c["b"], c["k"], c["metric"]) for c in result["comparisons"]]
+    keys = [(c.a, c.b, c.k, c.metric) for c in result.comparisons]
     assert len(keys) == len(set(keys)) == 3 * 2 * len(verdicts.METRICS)
     assert {frozenset((a, b)) for a, b, _, _ in keys} == {
         frozenset(p) for p in (("a", "b"), ("a", "c"), ("b", "c"))
     }
-    for c in result["comparisons"]:
+    for c in result.to_json()["comparisons"]:
         assert {"a", "b", "k", "n", "case", "metric", "ratio", "ci_low", "ci_high"} <= set(c)
         assert {"significant", "verdict"} <= set(c)
     flipped = verdicts.lookup(result, "b", "a", 1, 0, "peak_memory")
-    assert (flipped["a"], flipped["b"], flipped["verdict"]) == ("b", "a", "same")
+    assert (flipped.a, flipped.b, flipped.verdict) == ("b", "a", "same")
 
 
 def test_a_row_without_a_field_of_its_identity_is_refused_naming_file_line_and_field(tmp_path):
@@ -284,7 +272,7 @@ def test_a_row_without_a_field_of_its_identity_is_refused_naming_file_line_and_f
         read(tmp_path)
 
 
-def _two_runs(rng, cases: int, drift: float, planted: float) -> list[dict]:
+def _two_runs(rng, cases: int, drift: float, planted: float) -> list[Comparison]:
     """Time comparisons B / A of ``cases`` cases of two runs (8 processes per case and run,
     1.5% SD between processes), each case's overhead moved between the runs by its own
     N(0, drift), and case 0 changed by ``planted`` (log)."""
@@ -292,8 +280,14 @@ def _two_runs(rng, cases: int, drift: float, planted: float) -> list[dict]:
     for case in range(cases):
         moved = rng.normal(0, drift) + (planted if case == 0 else 0.0)
         a, b = rng.normal(0, 0.015, 8), moved + rng.normal(0, 0.015, 8)
-        out.append({"metric": "window", "case": case, **stats.contrast(b, a, None, 0)})
+        c = Comparison(f"B{case}", f"A{case}", 1, 0, {}, "window")
+        out.append(c.measured(stats.contrast(b, a, None, 0)))
     return out
+
+
+def _widened(c: Comparison, variance, df) -> Comparison:
+    """The comparison with the variance between runs in its interval (as compare does)."""
+    return dataclasses.replace(c).measured(stats.widened(c.to_json(), variance, df))
 
 
 def test_two_runs_whose_machine_drifted_are_not_called_different_and_a_real_change_is():
@@ -306,15 +300,15 @@ def test_two_runs_whose_machine_drifted_are_not_called_different_and_a_real_chan
     false_runs = found = naive_false = 0
     for _ in range(500):
         judged = _two_runs(rng, 12, 0.02, math.log(1.5))
-        verdicts.decide_time([dict(c) for c in judged], 0.02)
-        naive = [dict(c) for c in judged]
+        verdicts.decide_time([dataclasses.replace(c) for c in judged], 0.02)
+        naive = [dataclasses.replace(c) for c in judged]
         verdicts.decide_time(naive, 0.02)
-        naive_false += any(c["verdict"] in ("lower", "higher") for c in naive[1:])
-        variance, df = stats.between_runs([c["log"] for c in judged], [c["se"] for c in judged])
-        judged = [stats.widened(c, variance, df) for c in judged]
+        naive_false += any(c.verdict in ("lower", "higher") for c in naive[1:])
+        variance, df = stats.between_runs([c.log for c in judged], [c.se for c in judged])
+        judged = [_widened(c, variance, df) for c in judged]
         verdicts.decide_time(judged, 0.02)
-        false_runs += any(c["verdict"] in ("lower", "higher") for c in judged[1:])
-        found += judged[0]["verdict"] == "higher"
+        false_runs += any(c.verdict in ("lower", "higher") for c in judged[1:])
+        found += judged[0].verdict == "higher"
     assert false_runs / 500 <= 0.05, f"false calls in {false_runs / 500:.1%} of pairs of runs"
     assert found / 500 >= 0.95, f"the 1.5x change found in {found / 500:.1%}"
     assert naive_false / 500 > 0.5  # the test can fail: without it, the drift is called
@@ -322,7 +316,44 @@ def test_two_runs_whose_machine_drifted_are_not_called_different_and_a_real_chan
 
 def test_one_case_in_common_cannot_tell_the_run_from_the_code():
     (c,) = _two_runs(np.random.default_rng(1), 1, 0.0, math.log(2.0))
-    assert stats.between_runs([c["log"]], [c["se"]]) == (None, 0)
-    widened = stats.widened(c, None, 0)
+    assert stats.between_runs([c.log], [c.se]) == (None, 0)
+    widened = _widened(c, None, 0)
     verdicts.decide_time([widened], 0.02)
-    assert widened["verdict"] == "unclear" and widened["p"] is None
+    assert widened.verdict == "unclear" and widened.p is None
+
+
+def test_verdicts_json_is_read_and_written_by_its_record_key_for_key():
+    """A sweep's verdicts.json read into the records and written back: the same JSON; a
+    misspelled field fails at once, in a file and on a record."""
+    import json
+
+    from reports.records import RecordError, VerdictFile, finite
+    from reports.rows import pooled
+
+    entries = list(pooled(standard_rows(ks=(1,))).values())
+    data = json.loads(json.dumps(finite(verdicts.verdicts(entries, 0.02).to_json())))
+    assert data["comparisons"] and data["memory_growth"] and data["overheads"]
+    assert VerdictFile.from_json(data).to_json() == data
+    missing = json.loads(json.dumps(data))
+    del missing["comparisons"][0]["verdict"]  # never read as the default "unclear"
+    with pytest.raises(RecordError, match="comparisons\\[0\\] has no field 'verdict'"):
+        VerdictFile.from_json(missing)
+    data["comparisons"][0]["verdcit"] = "lower"
+    with pytest.raises(RecordError, match="comparisons\\[0\\] has an unknown field 'verdcit'"):
+        VerdictFile.from_json(data)
+    c = Comparison("a", "b", 1, 0, {}, "window")
+    with pytest.raises(AttributeError):
+        c.verdcit = "lower"  # type: ignore[attr-defined]
+
+
+def test_a_ratio_and_its_interval_are_spelled_one_way_in_text_and_on_the_page():
+    few = Paired.from_stats(stats.paired([stats.log_ratios([2.0, 2.2, 1.8], [1.0] * 3)]))
+    assert verdicts.ratio_text(few) == "1.993 (bounds 1.800-2.200)"  # 3 pairs: no 95% CI
+    assert verdicts.interval_text(few, short=True) == "bounds 1.800\u20132.200"
+    c = Comparison("a", "b", 1, 0, {}, "window", ratio=1.02, ci_low=1.01, ci_high=1.03)
+    c.confidence = 0.95
+    assert verdicts.ratio_text(c) == "1.020 (95% CI 1.010-1.030)"
+    assert verdicts.interval_text(c, short=True) == "1.010\u20131.030"
+    memory = Comparison("a", "b", 1, 0, {}, "peak_memory", ratio=1.5)
+    assert (verdicts.ratio_text(memory), verdicts.interval_text(memory)) == ("1.500", "exact")
+    assert verdicts.ratio_text(None) == "-"

@@ -51,6 +51,7 @@ from benches.engine.growth import (
 from benches.engine.runner import PHASES, PairedRunner
 from benches.engine.spec import CaseSpec
 from benches.workloads import protocol
+from reports.rows import LOOP_SAMPLES
 
 __all__ = ["CaseSpec", "failed_measure", "main", "measure", "row_for", "run_case"]
 
@@ -312,15 +313,16 @@ def compared_recipe(spec: CaseSpec) -> training.Recipe | None:
 def setting_pairs(spec: CaseSpec, runner: PairedRunner, timed) -> dict[str, list[float]]:
     """The case's loop against the same strategy's loop with the other setting, on replicas
     with the same weights and data, window by window (ABBA, after ``warmup`` unmeasured pairs)."""
-    out: dict[str, list[float]] = {"setting_window": [], "other_setting_window": []}
+    mine_key, other_key = LOOP_SAMPLES["settings"]
+    out: dict[str, list[float]] = {mine_key: [], other_key: []}
     warmup = max(1, spec.warmup)  # the other loop's first window allocates its state
     compiled = spec.recipe.compile or runner.other.recipe.compile
     for i in range(warmup + spec.repeat):
         with training.no_recompile(compiled and i >= warmup):
             mine, other = runner.setting_pair(i, *timed[i % 2])
         if i >= warmup:
-            out["setting_window"].append(mine)
-            out["other_setting_window"].append(other)
+            out[mine_key].append(mine)
+            out[other_key].append(other)
     return out
 
 
@@ -329,12 +331,13 @@ def flavour_pairs(spec: CaseSpec, runner: PairedRunner, timed) -> dict[str, list
     after ``warmup`` unmeasured pairs): the paired cost of deferring the synchronisation."""
     if spec.grad_sync == distributed.REFERENCE_SYNC:
         return {}
-    out: dict[str, list[float]] = {"flavour_window": [], "reference_flavour_window": []}
+    mine_key, reference_key = LOOP_SAMPLES["grad_sync"]
+    out: dict[str, list[float]] = {mine_key: [], reference_key: []}
     for i in range(spec.warmup + spec.repeat):
         mine, reference = runner.flavour_pair(i, *timed[i % 2], distributed.REFERENCE_SYNC)
         if i >= spec.warmup:
-            out["flavour_window"].append(mine)
-            out["reference_flavour_window"].append(reference)
+            out[mine_key].append(mine)
+            out[reference_key].append(reference)
     return out
 
 

@@ -15,6 +15,7 @@ from benches.engine import costmodel, distributed, envinfo, training
 from benches.engine.runner import PHASES
 from benches.engine.spec import CaseSpec
 from reports import stats
+from reports.rows import LOOP_SAMPLES
 
 
 def measured_part(spec, workload, samples, check, memory_row, collectives) -> dict[str, Any]:
@@ -79,10 +80,11 @@ def mfu(workload, spec: CaseSpec, flops: int | None, window_s: float | None) -> 
 
 def setting_ratio(samples: dict[str, list], spec: CaseSpec) -> dict[str, Any] | None:
     """The paired ratio of the case's loop over the ``--compare-settings`` one (None: none)."""
-    if not samples.get("setting_window"):
+    mine, other = LOOP_SAMPLES["settings"]
+    if not samples.get(mine):
         return None
     setting, value = training.parse_setting(spec.compare_settings)
-    pairs = stats.log_ratios(samples["setting_window"], samples["other_setting_window"])
+    pairs = stats.log_ratios(samples[mine], samples[other])
     return {
         **stats.public(stats.paired([pairs], seed=spec.round)),
         "estimate": "the case's window / the same strategy's window with the other setting",
@@ -131,9 +133,10 @@ def collectives_figure(collectives: list[dict[str, Any]], parallel: str) -> dict
 
 def grad_sync_ratio(samples: dict[str, list], spec: CaseSpec) -> dict[str, Any] | None:
     """The paired ratio of the case's flavour over ``every`` on one model (None: not measured)."""
-    if not samples.get("flavour_window"):
+    mine, reference = LOOP_SAMPLES["grad_sync"]
+    if not samples.get(mine):
         return None
-    pairs = stats.log_ratios(samples["flavour_window"], samples["reference_flavour_window"])
+    pairs = stats.log_ratios(samples[mine], samples[reference])
     return {
         **stats.public(stats.paired([pairs], seed=spec.round)),
         "grad_sync": spec.grad_sync,

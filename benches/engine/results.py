@@ -8,7 +8,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from reports.rows import RESULTS, SCHEMA_VERSION, finite, read
+from reports.records import finite
+from reports.rows import RESULTS, SCHEMA_VERSION, read
 
 __all__ = ["RESULTS", "SCHEMA_VERSION", "append", "read"]
 

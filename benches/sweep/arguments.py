@@ -235,6 +235,38 @@ def int_list(option: str, text: str, minimum: int) -> list[int]:
     return list(dict.fromkeys(values))
 
 
+def rounds_and_budget(args: argparse.Namespace) -> tuple[int, float]:
+    """--rounds R (exactly R, no budget) or --budget SECONDS (rounds added until decided)."""
+    rounds = int_value("--rounds", args.rounds, 1) if args.rounds is not None else 1
+    budget = seconds("--budget", args.budget, DEFAULT_BUDGET)
+    if args.rounds is not None and args.budget is not None and budget > 0:
+        raise UsageError(
+            "--budget adds rounds until the verdicts are decided, --rounds R runs exactly R: "
+            "give one of them"
+        )
+    return rounds, 0.0 if args.rounds is not None else budget
+
+
+def control_of(args: argparse.Namespace, names: list[str]) -> str:
+    """The strategy run in extra processes to measure the noise (--control), or none."""
+    control = args.control if args.control is not None else control_strategy(names)
+    if control != "none" and control not in names:
+        raise UsageError(f"--control {control!r} is not swept; valid: none, {', '.join(names)}")
+    return control
+
+
+def check_gpus(device: str, world_size: int) -> None:
+    """Ranks on CUDA need a GPU each on this node (torchrun's LOCAL_WORLD_SIZE)."""
+    import torch
+
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))  # torchrun: this node's
+    if local_world > 1 and device == "cuda" and local_world > torch.cuda.device_count():
+        raise UsageError(
+            f"--world-size {world_size} needs {world_size} GPUs; "
+            f"valid here: 1 to {torch.cuda.device_count()}"
+        )
+
+
 @dataclasses.dataclass
 class Sweep:
     strategies: list[str]
@@ -274,8 +306,6 @@ class Sweep:
 
 def resolve(args: argparse.Namespace) -> Sweep:
     """Arguments -> a validated sweep; every problem is a one-line UsageError."""
-    import torch
-
     not_empty(args)
     device, preset = device_and_preset(args)
     names = strategy_names(args)
@@ -285,30 +315,15 @@ def resolve(args: argparse.Namespace) -> Sweep:
     live = int_list("--live-tensors", args.live_tensors, 0)
     repeat = int_value("--repeat", args.repeat, 1)
     warmup = int_value("--warmup", args.warmup, 0)
-    rounds = int_value("--rounds", args.rounds, 1) if args.rounds is not None else 1
-    budget = seconds("--budget", args.budget, DEFAULT_BUDGET)
-    if args.rounds is not None and args.budget is not None and budget > 0:
-        raise UsageError(
-            "--budget adds rounds until the verdicts are decided, --rounds R runs exactly R: "
-            "give one of them"
-        )
-    if args.rounds is not None:
-        budget = 0.0
+    rounds, budget = rounds_and_budget(args)
     threads = int_value("--threads", args.threads, 1) if args.threads else default_threads(device)
     seed = int_value("--seed", args.seed, 0, SEED_MAX)
     world_size = int_value("--world-size", args.world_size, 1)
     parallel, mesh, grad_sync = parallel_settings(args, world_size)
     pin = pinning(args.pin, threads, world_size)
     min_effect = fraction("--min-effect", args.min_effect)
-    control = args.control if args.control is not None else control_strategy(names)
-    if control != "none" and control not in names:
-        raise UsageError(f"--control {control!r} is not swept; valid: none, {', '.join(names)}")
-    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))  # torchrun: this node's
-    if local_world > 1 and device == "cuda" and local_world > torch.cuda.device_count():
-        raise UsageError(
-            f"--world-size {world_size} needs {world_size} GPUs; "
-            f"valid here: 1 to {torch.cuda.device_count()}"
-        )
+    control = control_of(args, names)
+    check_gpus(device, world_size)
     args.workload = protocol.canonical(args.workload)
     if args.workload != protocol.DEFAULT:
         check_workload(args.workload, device, preset, accumulate[0], seed)

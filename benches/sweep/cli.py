@@ -397,10 +397,8 @@ def open_groups(sweep: Sweep) -> tuple[set[tuple], int]:
 
     entries = list(pooled(results.read(sweep.out)).values())
     judged = verdicts.verdicts(entries, sweep.min_effect, sweep.looks)
-    unclear = [
-        c for c in judged["comparisons"] if c["metric"] == "window" and c["verdict"] == "unclear"
-    ]
-    groups = {(c["k"], c["n"], c["case"]["grad_sync"], c["case"]["precision"]) for c in unclear}
+    unclear = [c for c in judged.comparisons if c.timed and c.verdict == "unclear"]
+    groups = {(c.k, c.n, c.case["grad_sync"], c.case["precision"]) for c in unclear}
     return groups, len(unclear)
 
 

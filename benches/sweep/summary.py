@@ -26,53 +26,20 @@ def print_summary(directory: Path, console: Console | None = None) -> None:
     console = console or Console(width=None if sys.stdout.isatty() else 140)
     report = analysis.report(directory)
     judged = report["verdicts"]
-    title = f"paired overhead per case ({escape(directory.name)})"
-    if len(report["precisions"]) > 1:
-        title = (
-            f"paired overhead per case ({escape(directory.name)}; precision {report['precision']}: "
-            "verdicts.json holds every precision)"
-        )
-    table = Table(title=title, title_justify="left")
-    columns = ["strategy", "K", "live", "window ms", "x plain loop (CI)", "vs native"]
-    columns += ["held MiB", "peak MiB", "grad diff", "status"]
-    for column in columns:
-        table.add_column(column, justify="left" if column in ("strategy", "status") else "right")
-    for line in report["cases"]:
-        window = line.get("phases", {}).get("window", {})
-        over = line.get("overhead") or {}
-        over_text = ratio_text(over)
-        vs = (line.get("vs_native") or {}).get("window")
-        memory = line.get("memory") or {}
-        check = line.get("grad_check") or {}
-        status = "ok" if line["ok"] else "[red]failed[/red]"
-        if line.get("noisy"):
-            status += " [yellow]noisy[/yellow]"
-        table.add_row(
-            escape(line["strategy"]),  # a plugin's label is data, never markup
-            str(line["k"]),
-            f"{line['n']:,}",
-            _ms(window.get("median_s")),
-            over_text,
-            f"{ratio_text(vs)} {vs['verdict']}" if vs else "-",
-            _mib(memory.get("held_bytes")),
-            _mib(memory.get("peak_bytes")),
-            f"{check['max_rel_diff']:.1e}" if check else "-",
-            status,
-        )
-    console.print(table)
+    console.print(case_table(report, directory))
     if report["flavours"]:
         console.print(flavour_table(report))
     if report["settings"]:
         console.print(settings_table(report))
     resolution = ", ".join(
-        f"K={f['k']} N={f['n']:,} {f['case']['precision']}: "
-        + (f"{f['resolution']:.1%}" if f["resolution"] is not None else "not measured")
-        for f in judged["noise_floor"]
+        f"K={f.k} N={f.n:,} {f.case['precision']}: "
+        + (f"{f.resolution:.1%}" if f.resolution is not None else "not measured")
+        for f in judged.noise_floor
     )
     console.print(
         f"verdicts: higher/lower when significant over the sweep's "
-        f"{judged['error_control']['comparisons']} time comparisons (Benjamini-Hochberg) and "
-        f"beyond min-effect {judged['min_effect']:.0%}; resolution (the smallest difference "
+        f"{judged.error_control.comparisons} time comparisons (Benjamini-Hochberg) and "
+        f"beyond min-effect {judged.min_effect:.0%}; resolution (the smallest difference "
         f"this sweep tells apart) {resolution or '-'}"
     )
     if report["noisy"]:
@@ -88,6 +55,42 @@ def print_summary(directory: Path, console: Console | None = None) -> None:
         mark = "[green]PASS[/green]" if target["ok"] else "[red]FAIL[/red]"
         text = f"{target['target']}: {target['value']} (target {target['limit']})"
         console.print(f"{mark} {escape(text)}")
+
+
+def case_table(report: dict, directory: Path) -> Table:
+    """One line per case: its window, paired overhead, verdict against native, memory, check."""
+    title = f"paired overhead per case ({escape(directory.name)})"
+    if len(report["precisions"]) > 1:
+        title = (
+            f"paired overhead per case ({escape(directory.name)}; precision {report['precision']}: "
+            "verdicts.json holds every precision)"
+        )
+    table = Table(title=title, title_justify="left")
+    columns = ["strategy", "K", "live", "window ms", "x plain loop (CI)", "vs native"]
+    columns += ["held MiB", "peak MiB", "grad diff", "status"]
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("strategy", "status") else "right")
+    for line in report["cases"]:
+        window = line.get("phases", {}).get("window", {})
+        vs = (line.get("vs_native") or {}).get("window")
+        memory = line.get("memory") or {}
+        check = line.get("grad_check") or {}
+        status = "ok" if line["ok"] else "[red]failed[/red]"
+        if line.get("noisy"):
+            status += " [yellow]noisy[/yellow]"
+        table.add_row(
+            escape(line["strategy"]),  # a plugin's label is data, never markup
+            str(line["k"]),
+            f"{line['n']:,}",
+            _ms(window.get("median_s")),
+            ratio_text(line.get("overhead")),
+            f"{ratio_text(vs)} {vs.verdict}" if vs else "-",
+            _mib(memory.get("held_bytes")),
+            _mib(memory.get("peak_bytes")),
+            f"{check['max_rel_diff']:.1e}" if check else "-",
+            status,
+        )
+    return table
 
 
 def flavour_table(report: dict) -> Table:
@@ -110,7 +113,7 @@ def flavour_table(report: dict) -> Table:
             f"{line['n']:,}",
             line["grad_sync"],
             _ms(line["window"].get("median_s")),
-            f"{ratio_text(vs)} {vs['verdict']}" if vs else "-",
+            f"{ratio_text(vs)} {vs.verdict}" if vs else "-",
             str(collectives.get("reduce_scatter", "-")),
             str(collectives.get("allreduce", "-")),
             _mib(line.get("held_bytes")),
@@ -141,7 +144,7 @@ def settings_table(report: dict) -> Table:
     for line in report["settings"]:
         c = line["comparison"]
         ratio = ratio_text(c)
-        verdict = c["verdict"] + (" [yellow]noisy[/yellow]" if c.get("noisy") else "")
+        verdict = c.verdict + (" [yellow]noisy[/yellow]" if c.noisy else "")
         cells = [escape(line["strategy"]), line["precision"], str(line["k"]), f"{line['n']:,}"]
         cells += [escape(f"{line['a_value']} vs {line['b_value']}"), ratio, verdict]
         if compiled:
