@@ -4,18 +4,16 @@
 
 Each sweep is the one ``tests/test_aa.py`` runs (tiny, K=1, N=0, one pinned thread, the
 ``tests.aa_plugin`` strategies: block, native, lazy, their exact twins), with ``busy`` in
-place of its ``sleepy``: native plus a busy-wait of 5% of a window, measured on this machine
-first, in every reset. A twin against its original must
-never be ``lower`` or ``higher``; ``busy`` against native and native's twin should be
-``higher``. Prints the count of every word per comparison over the sweeps, and exits 1 if any
-twin was called lower or higher.
+place of its ``sleepy``: native plus a busy-wait of 5% of its own last window in every
+reset. A twin against its original must never be ``lower`` or ``higher``; ``busy`` against
+native and native's twin should be ``higher``. Prints the count of every word per comparison
+over the sweeps, and exits 1 if any twin was called lower or higher.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -29,14 +27,13 @@ STRATEGIES = [*TWINS.values(), *TWINS, "busy"]
 WATCHED = [*TWINS.items(), ("busy", "native"), ("busy", "native_twin")]
 
 
-def sweep(out: Path, budget: float, busy_s: float) -> dict:
+def sweep(out: Path, budget: float) -> dict:
     argv = ["--preset", "tiny", "--accumulate", "1", "--live-tensors", "0", "--threads", "1"]
     argv += ["--budget", str(budget), "--strategies", ",".join(STRATEGIES)]
     argv += ["--plugin", "tests.aa_plugin", "--out", str(out)]
     done = subprocess.run(
         [sys.executable, "-m", "benches", "run", *argv],
         cwd=ROOT,
-        env=dict(os.environ, ZEROGRAD_BUSY_S=str(busy_s)),
         capture_output=True,
         text=True,
     )
@@ -64,15 +61,10 @@ def main() -> int:
     args = p.parse_args()
     base = Path(args.out or tempfile.mkdtemp(prefix="aa-"))
     tally: dict[tuple[str, str], Counter] = defaultdict(Counter)
-    sys.path.insert(0, str(ROOT / "tests"))
-    sys.path.insert(0, str(ROOT))
-    from aa_plugin import busy_seconds
-
-    busy_s = busy_seconds()  # 5% of a tiny window on this machine
-    print(f"busy: {busy_s * 1e3:.2f} ms of busy-wait per reset; sweeps in {base}", flush=True)
+    print(f"sweeps in {base}", flush=True)
     for i in range(args.sweeps):
         started = time.monotonic()
-        result = sweep(base / f"sweep{i}", args.budget, busy_s)
+        result = sweep(base / f"sweep{i}", args.budget)
         for a, b in WATCHED:
             tally[(a, b)][word(result, a, b)] += 1
         print(f"sweep {i + 1}/{args.sweeps}: {time.monotonic() - started:.0f} s", flush=True)
