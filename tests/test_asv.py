@@ -138,6 +138,7 @@ sys.exit(1 if failed else 0)
 """
 
 
+@pytest.mark.slow  # a real sweep or subprocess of 7-60 s: nox -s slow (CI) runs it
 def test_every_benches_module_imports_without_side_effects(tmp_path):
     assert {"asv_common", "asv_strategies", "engine.case", "sweep.cli"} <= set(BENCHES)
     env = {

@@ -7,6 +7,7 @@ import io
 import json
 
 import numpy as np
+import pytest
 from browser import (
     assert_not_blank,
     chart_boxes,
@@ -61,6 +62,7 @@ def test_report_renders_in_chromium(real_sweep, browser, tmp_path):
     assert_not_blank(png)
 
 
+@pytest.mark.slow  # a real sweep or subprocess of 7-60 s: nox -s slow (CI) runs it
 def test_recipe_sweep_page_in_chromium(recipe_sweep, browser):
     from PIL import Image
 

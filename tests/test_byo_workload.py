@@ -124,6 +124,7 @@ def test_a_tiny_sweep_of_an_example_workload_checks_gradients(spec, names, tmp_p
 
 
 # -- memory over one window -------------------------------------------------------------------
+@pytest.mark.slow  # a real sweep or subprocess of 7-60 s: nox -s slow (CI) runs it
 def test_native_frees_gradients_between_windows_and_lazy_keeps_them(tmp_path):
     pytest.importorskip("memray")
     settings = protocol.Settings(device="cpu", accumulate=1, preset="tiny")

@@ -251,6 +251,7 @@ def test_failing_plugin_strategy_is_a_failed_row_and_the_sweep_goes_on(plugin_sw
     assert "boom" in done.stdout  # the summary table
 
 
+@pytest.mark.slow  # a real sweep or subprocess of 7-60 s: nox -s slow (CI) runs it
 def test_a_case_that_times_out(plugin_dir, tmp_path):
     out = tmp_path / "run"
     start = time.monotonic()
@@ -272,6 +273,7 @@ def test_a_case_that_times_out(plugin_dir, tmp_path):
     assert rows["sleepy"]["status"] == "failed" and "timed out after 4 s" in rows["sleepy"]["error"]
 
 
+@pytest.mark.slow  # a real sweep or subprocess of 7-60 s: nox -s slow (CI) runs it
 def test_a_reset_that_does_nothing_fails_the_gradient_check(plugin_dir, tmp_path):
     # in bf16 at K=8 too, where the tolerance (derived from precision and K) is the largest
     out = tmp_path / "run"
@@ -374,6 +376,7 @@ def test_case_without_arguments_is_a_usage_line():
     assert done.returncode == 2 and done.stderr.startswith("usage: python -m benches.engine.case")
 
 
+@pytest.mark.slow  # a real sweep or subprocess of 7-60 s: nox -s slow (CI) runs it
 def test_case_by_hand_takes_the_sweeps_flags_and_writes_a_sweeps_row(tmp_path, capsys):
     def case(*args):
         return subprocess.run(
@@ -408,6 +411,7 @@ def test_readme_plugin_example_runs_in_a_sweep(plugin_sweep):
     assert rows["drop"]["status"] == "ok" and rows["drop"]["grad_check"]["ok"]
 
 
+@pytest.mark.slow  # a real sweep or subprocess of 7-60 s: nox -s slow (CI) runs it
 def test_readme_plugin_example_passes_the_shared_suite():
     done = subprocess.run(
         [

@@ -152,6 +152,7 @@ def check_the_rest(out: Path, swept: Swept, failing: dict[str, str], ok: set[str
     assert swept.survivors() == []
 
 
+@pytest.mark.slow  # a real sweep or subprocess of 7-60 s: nox -s slow (CI) runs it
 def test_oom_and_signals_in_one_process_are_failed_rows(tmp_path):
     # (b) OutOfMemoryError in a reset and in a backward; (c) SIGKILL, SIGABRT (os.abort()) and
     # SIGSEGV (a read of address 0): all forked from the fork server

@@ -183,6 +183,7 @@ def _pytest(*args: str, seed: str = "3") -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow  # a real sweep or subprocess of 7-60 s: nox -s slow (CI) runs it
 def test_benchmark_runs_checks_its_gradients_and_records_its_order(tmp_path):
     report = tmp_path / "bench.json"
     done = _pytest(

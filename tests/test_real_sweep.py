@@ -80,6 +80,7 @@ def test_real_sweep_compared_with_itself_on_a_slower_machine(real_sweep, tmp_pat
         assert line["window"].verdict not in ("lower", "higher"), line["window"]
 
 
+@pytest.mark.slow  # a real sweep or subprocess of 7-60 s: nox -s slow (CI) runs it
 def test_recipe_sweep_shows_every_precision_and_the_settings_compared(recipe_sweep):
     out, stdout = recipe_sweep
     rows = read(out)

@@ -290,6 +290,7 @@ def _widened(c: Comparison, variance, df) -> Comparison:
     return dataclasses.replace(c).measured(stats.widened(c.to_json(), variance, df))
 
 
+@pytest.mark.slow  # a real sweep or subprocess of 7-60 s: nox -s slow (CI) runs it
 def test_two_runs_whose_machine_drifted_are_not_called_different_and_a_real_change_is():
     """500 simulated pairs of runs of 12 cases, every case's overhead moved by its own 2% SD
     between the runs (6x its standard error inside one run): with the variance between runs
