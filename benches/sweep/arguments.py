@@ -16,6 +16,7 @@ from benches.engine import bound, gradients, memory, training
 from benches.engine.growth import GROWTH_WINDOWS
 from benches.engine.spec import OPTION, SWEEP_IDENTITY, parse_options
 from benches.sweep.outdir import UsageError, output_dir
+from benches.sweep.values import fraction, int_list, int_value, seconds
 from benches.workloads import protocol
 from benches.workloads.transformer import PRESETS
 from reports.rows import spell
@@ -208,33 +209,6 @@ def sweep_options(run: argparse.ArgumentParser) -> None:
 
 
 # -- validation -----------------------------------------------------------------------------------
-def int_value(option: str, text: str, minimum: int, maximum: int | None = None) -> int:
-    try:
-        value = int(text)
-    except (TypeError, ValueError):
-        raise UsageError(f"{option} {text!r} is not an integer") from None
-    if value < minimum or (maximum is not None and value > maximum):
-        valid = f"an integer >= {minimum}" if maximum is None else f"{minimum} to {maximum}"
-        raise UsageError(f"{option} {value} is out of range; valid: {valid}")
-    return value
-
-
-def int_list(option: str, text: str, minimum: int) -> list[int]:
-    items = [item.strip() for item in str(text).split(",")]
-    if not all(items):
-        raise UsageError(f"{option} {text!r} has an empty item; valid: integers like 1,4")
-    values = []
-    for item in items:
-        try:
-            value = int(item)
-        except ValueError:
-            raise UsageError(f"{option} item {item!r} is not an integer (in {text!r})") from None
-        if value < minimum:
-            raise UsageError(f"{option} item {value} is out of range; valid: integers >= {minimum}")
-        values.append(value)
-    return list(dict.fromkeys(values))
-
-
 def rounds_and_budget(args: argparse.Namespace) -> tuple[int, float]:
     """--rounds R (exactly R, no budget) or --budget SECONDS (rounds added until decided)."""
     rounds = int_value("--rounds", args.rounds, 1) if args.rounds is not None else 1
@@ -661,31 +635,6 @@ def resumed_pin(out: Path, default: bool) -> bool:
     except (OSError, ValueError, AttributeError):
         return default
     return bool(recorded.get("pin", False))
-
-
-def fraction(option: str, text: str) -> float:
-    try:
-        value = float(text)
-    except (TypeError, ValueError):
-        raise UsageError(
-            f"{option} {text!r} is not a number; valid: a fraction like 0.02"
-        ) from None
-    if not 0 <= value < 1:
-        raise UsageError(f"{option} {text!r} is out of range; valid: a fraction in [0, 1)")
-    return value
-
-
-def seconds(option: str, text: str | None, default: float) -> float:
-    """A number of seconds >= 0 (``default`` when not given)."""
-    if text is None:
-        return default
-    try:
-        value = float(text)
-    except ValueError:
-        raise UsageError(f"{option} {text!r} is not a number of seconds") from None
-    if not 0 <= value < float("inf"):
-        raise UsageError(f"{option} {text!r} is out of range; valid: seconds >= 0")
-    return value
 
 
 def case_settings(sweep: Sweep) -> dict[str, Any]:
