@@ -23,7 +23,7 @@ from reports.recipe import (
     settings_table,
 )
 from reports.records import Entry, Growth, VerdictFile
-from reports.rows import REFERENCE, RESULTS, SchemaError, pooled, read, strategy_order
+from reports.rows import REFERENCE, RESULTS, SchemaError, pooled, process_of, read, strategy_order
 
 
 def _run_info(directory: Path) -> dict[str, Any]:
@@ -542,11 +542,6 @@ def flavour_table(entries: list[Entry], judged: VerdictFile) -> list[dict[str, A
             }
         )
     return out
-
-
-def process_of(row: dict[str, Any]) -> str:
-    """The process a row's figures came from (several rows share a rotated one)."""
-    return row.get("process_id") or f"{row.get('run_id')}/{row.get('case_id')}"
 
 
 def wall_time(rows: list[dict[str, Any]]) -> dict[str, Any]:

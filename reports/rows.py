@@ -147,6 +147,12 @@ def malformed(row: dict[str, Any]) -> str | None:
     return None
 
 
+def process_of(row: dict[str, Any]) -> str:
+    """The process a row's figures came from: strategies that shared one (a rotated process)
+    share its ``process_id``; a row without one was a process of its own."""
+    return row.get("process_id") or f"{row.get('run_id')}/{row.get('case_id')}"
+
+
 def case_key(row: dict[str, Any]) -> tuple:
     return tuple(row.get(k) for k in CASE_KEY)
 

@@ -56,7 +56,7 @@ from reports.records import (
     Paired,
     VerdictFile,
 )
-from reports.rows import LOOP_SAMPLES, spell
+from reports.rows import LOOP_SAMPLES, process_of, spell
 
 METRICS = ("window", "peak_memory", "held_memory")
 MEMORY_KEYS = {"peak_memory": "peak_bytes", "held_memory": "held_bytes"}
@@ -186,12 +186,12 @@ def process_figures(entry: Entry) -> dict[str, float]:
     """``process_logs`` keyed by the process each came from (``process_id``: strategies that
     shared a process, ``engine.rotation``, share it; a row without one is a process alone)."""
     out = {}
-    for i, r in enumerate(entry.rows):
+    for r in entry.rows:
         samples = r.get("samples") or {}
         if samples.get("plain_window"):
             x = stats.process_log(samples["window"], samples["plain_window"])
             if x is not None:
-                out[r.get("process_id") or f"{r.get('case_id')}#{i}"] = x
+                out[process_of(r)] = x
     return out
 
 

@@ -420,6 +420,7 @@ def run_rotated(spec: CaseSpec) -> list[dict[str, Any]]:
     seed = spec.seed + spec.round  # the replicas' build order: another per process
     measured = rotation.rotated_rounds(spec, workload, timed[:2], seed, lap=wall.lap)
     wall.lap("timed_pairs")
+    share = {step: seconds / len(spec.rotation) for step, seconds in wall.seconds.items()}
     rows = []
     for label in spec.rotation:
         name, _, options = label.partition(":")
@@ -427,7 +428,6 @@ def run_rotated(spec: CaseSpec) -> list[dict[str, Any]]:
             spec, strategy=name, options=options, process_id=spec.case_id, time_only=True
         )
         part = measured_part(mine, workload, measured["samples"][label], None, {}, [])
-        share = {step: seconds / len(spec.rotation) for step, seconds in wall.seconds.items()}
         extra = {"process": measured["process"], "build_order": measured["build_order"]}
         rows.append(row_for(mine, {**part, **extra, "wall_s": share, "compile_s": None}))
     return rows
