@@ -84,7 +84,7 @@ def read(directory: str | Path) -> list[dict[str, Any]]:
             for key, value in ADDED_LATER.items():
                 row.setdefault(key, value)
             if row.get("status") == "ok":
-                missing = [key for key in CASE_KEY if key not in row]
+                missing = [key for key in ("case_id", *CASE_KEY) if key not in row]
                 if missing:
                     raise SchemaError(
                         f"{path}:{number}: row {row.get('case_id', '?')!r} has no field "
@@ -149,8 +149,9 @@ def malformed(row: dict[str, Any]) -> str | None:
 
 def process_of(row: dict[str, Any]) -> str:
     """The process a row's figures came from: strategies that shared one (a rotated process)
-    share its ``process_id``; a row without one was a process of its own."""
-    return row.get("process_id") or f"{row.get('run_id')}/{row.get('case_id')}"
+    share its ``process_id`` within their run; a row without one was a process of its own (its
+    ``case_id``, which ``read`` requires of an ok row, names its round)."""
+    return f"{row.get('run_id')}/{row.get('process_id') or row.get('case_id')}"
 
 
 def case_key(row: dict[str, Any]) -> tuple:

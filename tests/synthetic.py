@@ -115,6 +115,7 @@ def make_row(
         "schema_version": SCHEMA_VERSION,
         "run_id": spec.run_id,
         "case_id": case_id,
+        "process_id": case_id,  # a process of its own (a rotated one shares it: engine.rotation)
         **spec.identity(),
         "round": round,
         "time_only": False,  # a process the sweep added for time alone: its timed pairs only
