@@ -19,7 +19,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from reports import analysis, charts, leaks, stats, verdicts
+from reports import charts, leaks, runinfo, stats, verdicts
 from reports.build import environment
 from reports.records import (
     WORDS,
@@ -31,7 +31,7 @@ from reports.records import (
     RunComparison,
     RunRef,
 )
-from reports.rows import PHASES, SWEEP_IDENTITY, pooled, read
+from reports.rows import PHASES, SWEEP_IDENTITY, pooled, read, strategy_order
 
 
 class CompareError(ValueError):
@@ -47,7 +47,7 @@ def _cases_text(cases) -> str:
 
 def _side(directory: Path) -> dict[str, Any]:
     rows = read(directory)
-    run = analysis._run_info(directory)
+    run = runinfo.run_info(directory)
     ok = [r for r in rows if r.get("status") == "ok"]
     first = ok[0] if ok else (rows[0] if rows else {})
     env = {**(run.get("env") or {}), **(first.get("env") or {})}
@@ -79,7 +79,7 @@ def _side(directory: Path) -> dict[str, Any]:
         "ok_rows": len(ok),
         "cases": cases,
         "failed": failed,
-        "min_effect": analysis.min_effect_of(run),
+        "min_effect": runinfo.min_effect_of(run),
     }
 
 
@@ -141,7 +141,7 @@ def comparison(dir_a: str | Path, dir_b: str | Path) -> dict[str, Any]:
     min_effect = max(a["min_effect"], b["min_effect"])
     common = sorted(
         set(a["cases"]) & set(b["cases"]),
-        key=lambda k: (analysis.strategy_order(k[0]), k[1], k[2]),
+        key=lambda k: (strategy_order(k[0]), k[1], k[2]),
     )
     if not common:
         raise CompareError(

@@ -146,6 +146,11 @@ def case_noise(row: dict[str, Any]) -> CaseNoise:
     return CaseNoise()
 
 
+def noisy_case(entry: Entry) -> bool:
+    """Whether any of the case's processes ran under CPU pressure (``noisy``)."""
+    return any(noisy(r) for r in entry.rows)
+
+
 def noisy(row: dict[str, Any]) -> bool:
     return case_noise(row).noisy
 
@@ -309,7 +314,7 @@ def comparison(
     """a against b on one metric, as a ``record`` with ``fields`` (a, b, k, n, case, ...);
     a time comparison's word is set by ``decide_time``, a memory one's here against the
     group's memory floor."""
-    noisy_sides = any(noisy(r) for e in (ea, eb) for r in e.rows)
+    noisy_sides = noisy_case(ea) or noisy_case(eb)
     c = record(metric=metric, noisy=noisy_sides, **fields)
     if c.timed:
         return c.measured(compare_time(ea, eb, spread))

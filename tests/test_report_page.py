@@ -28,7 +28,7 @@ from synthetic import (
 
 from reports import analysis, build, charts, records, verdicts
 from reports.__main__ import main as reports_main
-from reports.rows import SCHEMA_VERSION, read
+from reports.rows import SCHEMA_VERSION, read, strategy_order
 
 
 # -- content: the answer ---------------------------------------------------------------------------
@@ -279,7 +279,7 @@ def test_accumulation_error_of_every_precision(tmp_path):
     assert (checks["bf16"]["tolerance_min"], checks["bf16"]["tolerance_max"]) == (0.03125, 0.0625)
     # the same figures in every strategy: one line per precision, naming them all
     series = charts._error_series(lines)
-    names = sorted(OVERHEADS, key=analysis.strategy_order)  # the tables' order
+    names = sorted(OVERHEADS, key=strategy_order)  # the tables' order
     assert [(s["precision"], s["names"]) for s in series] == [("fp32", names), ("bf16", names)]
     html = build.build(directory).read_text()
     section = by_id(html, "accumulation-error")

@@ -1,0 +1,207 @@
+"""The report's answer at one K and N: the fastest and the leanest strategy with their
+verdicts against the runner-up, the one sentence of advice, and how each strategy's reset grows
+with live tensors (the slopes)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from reports import leaks, stats, verdicts
+from reports.records import Entry, Growth, VerdictFile
+from reports.rows import strategy_order
+
+
+def default_case(run: dict[str, Any], entries: list[Entry]) -> tuple[int, int] | None:
+    """The K and N the answer is given for: the sweep's first K, and N=0 (no ballast)."""
+    ok = [e for e in entries if e.phases]
+    if not ok:
+        return None
+    ks = sorted({e.k for e in ok})
+    ns = sorted({e.n for e in ok})
+    listed = (run.get("sweep") or {}).get("accumulate") or []
+    k = next((k for k in listed if k in ks), ks[0])
+    n = 0 if 0 in ns else ns[0]
+    return k, n
+
+
+def answer(entries: list[Entry], k: int, n: int, result: VerdictFile) -> dict[str, Any]:
+    """Fastest (lowest paired overhead) and leanest (lowest peak bytes) at K, N, with verdicts.
+
+    Cases measured under CPU pressure are left out, and the answer says which.
+    """
+    here = [e for e in entries if e.phases and (e.k, e.n) == (k, n)]
+    leaky = leaks.leaking(result, k, n)  # never the answer, on time or on memory
+    here = [e for e in here if e.strategy not in leaky]
+    excluded = sorted(e.strategy for e in here if verdicts.noisy_case(e))
+    every = here  # memory is exact: CPU pressure does not touch it
+    here = [e for e in here if not verdicts.noisy_case(e)]
+    # the group's noise at K, N (the precision the answer reads: the first group there)
+    floor = next((f for f in result.noise_floor if (f.k, f.n) == (k, n)), None)
+    out: dict[str, Any] = {
+        "k": k,
+        "n": n,
+        "candidates": len(here),
+        "excluded_noisy": excluded,
+        "excluded_leaking": [c for c in result.leaks if (c.k, c.n) == (k, n)],
+        "resolution": floor.resolution if floor else None,
+        "between_process_sd": floor.sd if floor else None,
+        "min_effect": result.min_effect,
+    }
+    leanest(every, k, n, result, out)
+    if not here:
+        out["advice"] = f"No strategy finished without CPU pressure at K={k}, N={n}."
+        return leak_advice(out)
+    by_time = sorted(here, key=lambda e: e.overhead.ratio or math.inf)
+    fastest = by_time[0]
+    out["fastest"] = {
+        "strategy": fastest.strategy,
+        "overhead": fastest.overhead,
+        "window": fastest.phases["window"],
+        "cv": fastest.phases["window"].get("cv"),
+    }
+    if len(by_time) > 1:
+        runner = by_time[1]
+        out["fastest"]["runner_up"] = {
+            "strategy": runner.strategy,
+            "overhead": runner.overhead,
+        }
+        out["fastest"]["lead"] = verdicts.lookup(
+            result, fastest.strategy, runner.strategy, k, n, "window"
+        )
+    out["advice"] = advice(out, entries, k)
+    return leak_advice(out)
+
+
+def leak_advice(out: dict[str, Any]) -> dict[str, Any]:
+    """The advice says which strategies leak, and that they were left out of it."""
+    leaky: list[Growth] = out["excluded_leaking"]
+    if leaky:
+        names = ", ".join(_name(c.strategy) for c in leaky)
+        worst = max(c.excess_bytes_per_window or 0.0 for c in leaky)
+        out["advice"] += (
+            f" Left out: {names} {'leaks' if len(leaky) == 1 else 'leak'} memory (up to "
+            f"{worst / 2**10:,.0f} KiB per window beyond the plain loop's growth)."
+        )
+    return out
+
+
+def leanest(
+    here: list[dict[str, Any]], k: int, n: int, result: VerdictFile, out: dict[str, Any]
+) -> None:
+    """The lowest peak at K, N and its verdict against the runner-up (into ``out``)."""
+    sized = [(e, verdicts.memory_figure(e, "peak_bytes")) for e in here]
+    sized = sorted(((e, v) for e, v in sized if v is not None), key=lambda ev: ev[1])
+    if sized:
+        lean, peak = sized[0]
+        out["leanest"] = {
+            "strategy": lean.strategy,
+            "peak_bytes": peak,
+            "held_bytes": verdicts.memory_figure(lean, "held_bytes"),
+            "method": next(
+                (r["memory"].get("peak_method") for r in lean.rows if r.get("memory")), None
+            ),
+        }
+        if len(sized) > 1:
+            other, other_peak = sized[1]
+            out["leanest"]["runner_up"] = {
+                "strategy": other.strategy,
+                "peak_bytes": other_peak,
+                "held_bytes": verdicts.memory_figure(other, "held_bytes"),
+            }
+            out["leanest"]["lead"] = verdicts.lookup(
+                result, lean.strategy, other.strategy, k, n, "peak_memory"
+            )
+
+
+def _name(strategy: str) -> str:
+    return f"`{strategy}`"
+
+
+def _ci(c) -> str:
+    return f"ratio {verdicts.ratio_text(c)}"
+
+
+def advice(result: dict[str, Any], entries: list[Entry], k: int) -> str:
+    """One sentence from the verdicts: "use X" only when X is lower than the runner-up."""
+    fastest, leanest = result.get("fastest"), result.get("leanest")
+    if not fastest:
+        return "No strategy finished, so there is nothing to advise."
+    name = fastest["strategy"]
+    lead = fastest.get("lead")
+    resolution = result.get("resolution")
+    tells = f"this sweep tells apart {resolution:.1%} here" if resolution is not None else ""
+    if lead is None:
+        text = f"Only {_name(name)} finished here, so there is nothing to compare it with"
+    elif lead.verdict == "lower":
+        text = (
+            f"Use {_name(name)} for speed: it is lower than {_name(lead.b)}, the next "
+            f"fastest ({_ci(lead)}), significant over the sweep and beyond min-effect "
+            f"{result['min_effect']:.0%}"
+        )
+    else:
+        why = {
+            "same": f"their 90% interval lies within +-{result['min_effect']:.0%}",
+            "unclear": (
+                f"the difference is neither significant beyond min-effect "
+                f"{result['min_effect']:.0%} nor inside it ({tells}; more processes would "
+                "narrow it)"
+                if resolution is not None
+                else "no variance between processes was measured here (one process per "
+                "strategy, no control, nothing to borrow), so no difference in time is called"
+            ),
+            "higher": "the ranking by point estimate disagrees with the CI",
+        }[lead.verdict]
+        text = (
+            f"{_name(name)} and {_name(lead.b)} tie on speed here ({_ci(lead)}: "
+            f"{lead.verdict}, because {why}), so choose on memory"
+        )
+    if leanest:
+        mem = leanest.get("lead")
+        if leanest["strategy"] == name and mem and mem.verdict == "lower":
+            text += f", and {_name(name)} also needs the least memory"
+        elif mem and mem.verdict == "lower":
+            text += f"; {_name(leanest['strategy'])} needs the least memory at peak"
+        elif mem:
+            text += (
+                f"; {_name(leanest['strategy'])} and {_name(mem.b)} peak within "
+                f"{result['min_effect']:.0%} of each other"
+            )
+    worst = steepest(entries, k)
+    if worst and worst["per_10k_s"] > 1e-3:  # more than 1 ms more per 10,000 live tensors
+        text += (
+            f"; avoid {_name(worst['strategy'])} where many tensors are alive: its reset grows by "
+            f"{worst['per_10k_s'] * 1e3:.1f} ms per 10,000 live tensors"
+        )
+    return text + "."
+
+
+def reset_slopes(entries: list[Entry], k: int) -> list[dict[str, Any]]:
+    """Per strategy at K: reset medians over N and their least-squares slope (s per tensor)."""
+    out = []
+    for strategy in sorted({e.strategy for e in entries}, key=strategy_order):
+        points = sorted(
+            (e.n, e.phases["reset"])
+            for e in entries
+            if e.strategy == strategy and e.k == k and e.phases.get("reset")
+        )
+        if not points:
+            continue
+        xs = [n for n, _ in points]
+        ys = [p["median_s"] for _, p in points]
+        slope = stats.slope(xs, ys)
+        out.append(
+            {
+                "strategy": strategy,
+                # "live", not "n": a phase summary already has n, its sample count
+                "points": [{**p, "live": n} for n, p in points],
+                "slope_s": slope,
+                "per_10k_s": slope * 1e4 if not math.isnan(slope) else None,
+            }
+        )
+    return out
+
+
+def steepest(entries: list[Entry], k: int) -> dict[str, Any] | None:
+    slopes = [s for s in reset_slopes(entries, k) if s["per_10k_s"] is not None]
+    return max(slopes, key=lambda s: s["per_10k_s"], default=None)

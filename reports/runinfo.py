@@ -1,0 +1,133 @@
+"""The run as a whole, for the report's page: DIR/run.json (the sweep's settings and
+environment), pytest-benchmark's figures beside it, where the sweep's wall time went, and its
+failed and noisy processes."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from reports import verdicts
+from reports.rows import RESULTS, SchemaError, process_of
+
+
+def run_info(directory: Path) -> dict[str, Any]:
+    """DIR/run.json ({} when there is none, or it is not JSON: the rows are the data); a
+    run.json whose parts have the wrong type is a SchemaError naming the field."""
+    path = directory / "run.json"
+    if not path.exists():
+        return {}
+    try:
+        run = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError:
+        return {}
+    if not isinstance(run, dict):
+        return {}
+    for key in ("sweep", "env", "case_settings"):
+        if run.get(key) is not None and not isinstance(run[key], dict):
+            raise SchemaError(f"{path}: field {key!r} is not an object")
+    min_effect = (run.get("sweep") or {}).get("min_effect")
+    if min_effect is not None and (
+        isinstance(min_effect, bool) or not isinstance(min_effect, int | float)
+    ):
+        raise SchemaError(
+            f"{path}: field 'sweep.min_effect' is {json.dumps(min_effect)}; valid: a fraction"
+        )
+    return run
+
+
+def _pytest_benchmark(directory: Path) -> dict[str, Any] | None:
+    """pytest-benchmark's --benchmark-json output, reduced to what the table shows."""
+    path = directory / "pytest-benchmark.json"
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as err:
+        return {"error": f"{path.name} is not valid JSON ({err})", "benchmarks": []}
+    benchmarks = []
+    for bench in data.get("benchmarks", []):
+        st = bench.get("stats", {})
+        benchmarks.append(
+            {
+                "name": bench.get("name") or bench.get("fullname", "?"),
+                "group": bench.get("group") or "",
+                "median_s": st.get("median"),
+                "iqr_s": st.get("iqr"),
+                "min_s": st.get("min"),
+                "mean_s": st.get("mean"),
+                "stddev_s": st.get("stddev"),
+                "rounds": st.get("rounds"),
+                "ops": st.get("ops"),
+                "extra": ", ".join(f"{k}={v}" for k, v in (bench.get("extra_info") or {}).items()),
+            }
+        )
+    benchmarks.sort(key=lambda b: (b["group"], b["median_s"] or math.inf))
+    machine = data.get("machine_info") or {}
+    commit = data.get("commit_info") or {}
+    return {
+        "error": None,
+        "benchmarks": benchmarks,
+        "datetime": data.get("datetime"),
+        "version": data.get("version"),
+        "machine": machine.get("cpu", {}).get("brand_raw") or machine.get("processor"),
+        "commit": (commit.get("id") or "")[:12],
+        "order": machine.get("zerograd_order"),  # the shuffled order's seed (benches/conftest)
+    }
+
+
+def the_run(directory: Path, rows: list[dict[str, Any]], run: dict[str, Any]) -> dict[str, Any]:
+    """What the page says of the run as a whole: its settings and environment, its rows,
+    where its time went, its failed and noisy processes, pytest-benchmark's figures."""
+    ok_rows = [r for r in rows if r.get("status") == "ok"]
+    first = ok_rows[0] if ok_rows else (rows[0] if rows else {})
+    return {
+        "directory": directory,
+        "world_size": max((r.get("world_size") or 1 for r in rows), default=1),
+        "workload": first["workload"],
+        "has_sync": any("sync" in (r.get("phases") or {}) for r in ok_rows),
+        "run": run,
+        "sweep": run.get("sweep") or {},
+        "env": {**(run.get("env") or {}), **(first.get("env") or {})},
+        "first": first,
+        "rows": len(rows),
+        "ok_rows": len(ok_rows),
+        "wall": wall_time(rows),
+        "parallel": first.get("parallel", "none"),
+        "failed": [r for r in rows if r.get("status") != "ok"],
+        "noisy": [r["case_id"] for r in ok_rows if verdicts.noisy(r)],
+        "noisy_pressure": verdicts.NOISY_PRESSURE,
+        "noisy_switches": verdicts.NOISY_SWITCHES_PER_S,
+        # which signal judged the rows: psi where it exists, else involuntary switches
+        "noise_signals": sorted({verdicts.case_noise(r).signal or "none" for r in ok_rows}),
+        "pytest_benchmark": _pytest_benchmark(directory),
+        "results": RESULTS,
+    }
+
+
+def wall_time(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Where the sweep's wall time went: each step's seconds summed over its cases' processes
+    (the rows' ``wall_s``), largest first, with its share of the total."""
+    steps: dict[str, float] = {}
+    for r in rows:
+        for step, seconds in (r.get("wall_s") or {}).items():
+            if step != "total":
+                steps[step] = steps.get(step, 0.0) + seconds
+    total = sum(steps.values())
+    ordered = sorted(steps.items(), key=lambda item: -item[1])
+    return {
+        "total_s": total,
+        # strategies that shared a process (engine.rotation) count it once
+        "processes": len({process_of(r) for r in rows if r.get("wall_s")}),
+        "time_only": len({process_of(r) for r in rows if r.get("time_only")}),
+        "steps": [
+            {"step": s, "seconds": v, "share": v / total if total else None} for s, v in ordered
+        ],
+    }
+
+
+def min_effect_of(run: dict[str, Any]) -> float:
+    value = (run.get("sweep") or {}).get("min_effect")
+    return float(value) if value is not None else verdicts.DEFAULT_MIN_EFFECT

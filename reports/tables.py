@@ -1,0 +1,264 @@
+"""The report's tables, one function each: a line per case (phases, overhead, verdicts
+against native, memory, processes, gradient check), the core's overhead, flamegraphs, memory
+timelines, the cost model and the grad_sync flavours. Plain data: the templates only format it."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any
+
+from reports import leaks, profile, stats, targets, verdicts
+from reports.records import Entry, VerdictFile
+from reports.rows import REFERENCE, strategy_order
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def process_line(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """A case's process figures over its rounds (psutil): context switches per second of the
+    timed pairs (the busiest process), whether it was pinned and to which cores, and the noise
+    signal that judged it."""
+    figures = [r["process"] for r in rows if r.get("process")]
+
+    def busiest(key: str) -> float | None:
+        values = [f[key] for f in figures if f.get(key) is not None]
+        return max(values) if values else None
+
+    voluntary = [f["voluntary_switches"] / f["seconds"] for f in figures if f.get("seconds")]
+    # every rank's cores where the row has them (torchrun), else the process's own
+    cores = sorted(
+        {
+            tuple(cs)
+            for f in figures
+            for cs in (f.get("rank_affinity") or [f.get("affinity")])
+            if cs is not None
+        }
+    )
+    return {
+        "involuntary_per_s": busiest("involuntary_per_s"),
+        "voluntary_per_s": max(voluntary) if voluntary else None,
+        "pinned": any(r.get("pin") for r in rows),
+        "cores": [list(c) for c in cores],
+        "noise_signals": sorted({verdicts.case_noise(r).signal or "none" for r in rows}),
+    }
+
+
+def case_table(entries: list[Entry], result: VerdictFile) -> list[dict[str, Any]]:
+    """One line per case: paired overhead, verdicts against native, memory, gradient check."""
+    out = []
+    for e in sorted(entries, key=lambda e: (e.k, e.n, strategy_order(e.strategy))):
+        line: dict[str, Any] = {
+            "strategy": e.strategy,
+            "k": e.k,
+            "n": e.n,
+            "rounds": e.rounds,
+            "failed": len(e.failed),
+            "ok": bool(e.phases),
+            "noisy": verdicts.noisy_case(e),
+            "trace": profile.trace_of(e),
+        }
+        if e.phases:
+            line.update(measured_line(e, result))
+        out.append(line)
+    return out
+
+
+CASE_MEMORY = (  # the memory figures of a case's line, each its median over processes
+    "held_bytes",
+    "peak_bytes",
+    "plain_held_bytes",
+    "plain_peak_bytes",
+    "param_bytes",
+    "peak_rss_bytes",
+    "growth_bytes_per_window",
+    "plain_growth_bytes_per_window",
+)
+
+
+def measured_line(e: Entry, result: VerdictFile) -> dict[str, Any]:
+    """What a finished case's line shows: its phases and overhead, its verdicts against
+    native, memory and growth, CPU pressure, its processes, collectives, gradient check."""
+    rows = e.rows
+    line: dict[str, Any] = {"phases": e.phases, "overhead": e.overhead}
+    if e.strategy != REFERENCE:
+        line["vs_native"] = {
+            metric: verdicts.lookup(result, e.strategy, REFERENCE, e.k, e.n, metric)
+            for metric in verdicts.METRICS
+        }
+    line["memory"] = {key: verdicts.memory_figure(e, key) for key in CASE_MEMORY}
+    line["leak"] = leaks.lookup(result, e)
+    line["memory"]["growth_measure"] = next(
+        (r["memory"].get("growth_measure") for r in rows if r.get("memory")), None
+    )
+    pressure = [
+        (r.get("cpu_pressure") or {}).get("median")
+        for r in rows
+        if (r.get("cpu_pressure") or {}).get("median") is not None
+    ]
+    line["cpu_pressure"] = max(pressure) if pressure else None
+    line["process"] = process_line(rows)
+    calls = [r["allreduce_per_window"] for r in rows if r.get("allreduce_per_window")]
+    line["allreduce_per_window"] = _median(calls) if calls else None
+    checks = [r["grad_check"] for r in rows if r.get("grad_check")]
+    if checks:
+        line["grad_check"] = {
+            "max_rel_diff": max(c["max_rel_diff"] for c in checks),
+            "max_abs_diff": max(c["max_abs_diff"] for c in checks),
+            "tolerance": max(c["tolerance"] for c in checks),
+            "windows": min(c.get("windows", 1) for c in checks),
+            "ok": all(c["ok"] for c in checks),
+        }
+    return line
+
+
+def core_overheads(entries: list[Entry]) -> list[dict[str, Any]]:
+    """The core's overhead per K and N: native's paired ratio to the plain loop."""
+    out = []
+    for e in sorted(entries, key=lambda e: (e.k, e.n)):
+        if e.strategy != REFERENCE or not e.phases:
+            continue
+        result = e.overhead
+        plain = [x for r in e.rows for x in r["samples"].get("plain_window", [])]
+        out.append(
+            {
+                "k": e.k,
+                "n": e.n,
+                "native": e.phases["window"],
+                "plain": stats.summarize(plain),
+                "overhead": result,
+                "ok": targets.overhead_ok(result),
+            }
+        )
+    return out
+
+
+def flamegraphs(directory: Path, entries: list[Entry]) -> list[dict[str, Any]]:
+    """Each ok case's memray flamegraph, and whether its file is still beside the report."""
+    out = []
+    for e in sorted(
+        entries,
+        key=lambda e: (strategy_order(e.strategy), e.k, e.n),
+    ):
+        for row in e.rows:
+            path = (row.get("memory") or {}).get("memray_flamegraph")
+            if path:
+                out.append(
+                    {
+                        "strategy": e.strategy,
+                        "k": e.k,
+                        "n": e.n,
+                        "round": row.get("round", 0),
+                        "path": path,
+                        "present": (directory / path).is_file(),
+                        "peak_bytes": row["memory"].get("peak_bytes"),
+                    }
+                )
+    return out
+
+
+def _first_process(entry: Entry) -> dict[str, Any] | None:
+    """The case's first process that is not one of the control's extra ones (those measure
+    noise only: no timeline, no cost model)."""
+    return next((r for r in entry.rows if not r.get("control")), None)
+
+
+def timelines(entries: list[Entry], k: int, n: int) -> list[dict[str, Any]]:
+    """One window's memory timeline per strategy at K, N (its first process), and the plain
+    loop's beside them (from the first case that has one)."""
+    out, plain = [], None
+    for e in sorted(entries, key=lambda e: strategy_order(e.strategy)):
+        row = _first_process(e)
+        if (e.k, e.n) != (k, n) or row is None:
+            continue
+        memory = row.get("memory") or {}
+        if memory.get("timeline"):
+            out.append({"label": e.strategy, "timeline": memory["timeline"]})
+        if plain is None and memory.get("plain_timeline"):
+            plain = {"label": "plain loop", "timeline": memory["plain_timeline"]}
+    return [*out, plain] if out and plain else out
+
+
+def cost_table(entries: list[Entry], k: int) -> list[dict[str, Any]]:
+    """The cost model's prediction against the measured reset and paired cost, per strategy and
+    N at K (each case's first process: coefficients are calibrated in each process)."""
+    out = []
+    for e in sorted(entries, key=lambda e: (strategy_order(e.strategy), e.n)):
+        row = _first_process(e)
+        if e.k != k or row is None:
+            continue
+        model = row.get("cost_model")
+        if not model:
+            continue
+        predicted, measured = model["predicted"], model["measured"]
+        reset, paired = measured["reset"], measured["paired_cost"]
+        out.append(
+            {
+                "strategy": e.strategy,
+                "n": e.n,
+                "counts": model["counts"],
+                "predicted": predicted,
+                "reset": reset,
+                "paired": paired,
+                "reset_ratio": (
+                    reset["median_s"] / predicted["reset_s"] if predicted["reset_s"] else None
+                ),
+                "explained": model["explained"],
+                "flags": model["flags"],
+                "coefficients": model["coefficients"],
+            }
+        )
+    return out
+
+
+def main_flavour(entries) -> str:
+    """The grad_sync flavour the report's tables show: last if swept, else the first."""
+    flavours = sorted({e.grad_sync for e in entries})
+    return "last" if "last" in flavours or not flavours else flavours[0]
+
+
+def flavour_table(entries: list[Entry], judged: VerdictFile) -> list[dict[str, Any]]:
+    """Under DDP/FSDP2/HSDP, one line per case and flavour: overhead, the flavour against
+    ``every`` on one model (verdicts.json's ``grad_sync``), collectives, memory per rank."""
+    if not any(e.phases and e.rows[0].get("parallel", "none") != "none" for e in entries):
+        return []
+    against = {
+        (v.strategy, v.k, v.n, v.a, v.case.get("precision", "fp32")): v for v in judged.grad_sync
+    }
+    out = []
+    order = {"every": 0, "scatter": 1, "last": 2}
+    for e in sorted(
+        (e for e in entries if e.phases),
+        key=lambda e: (
+            e.k,
+            e.n,
+            strategy_order(e.strategy),
+            order.get(e.grad_sync, 3),
+        ),
+    ):
+        row = e.rows[0]
+        out.append(
+            {
+                "strategy": e.strategy,
+                "k": e.k,
+                "n": e.n,
+                "grad_sync": e.grad_sync,
+                "overhead": e.overhead,
+                "window": e.phases["window"],
+                "vs_every": against.get(
+                    (
+                        e.strategy,
+                        e.k,
+                        e.n,
+                        e.grad_sync,
+                        e.precision,
+                    )
+                ),
+                "collectives": row.get("collectives_per_window") or {},
+                "held_bytes": verdicts.memory_figure(e, "held_bytes"),
+                "peak_bytes": verdicts.memory_figure(e, "peak_bytes"),
+            }
+        )
+    return out
