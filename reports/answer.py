@@ -9,7 +9,7 @@ from typing import Any
 
 from reports import leaks, stats, verdicts
 from reports.records import Entry, Growth, VerdictFile
-from reports.rows import strategy_order
+from reports.rows import memory_note, strategy_order
 
 
 def default_case(run: dict[str, Any], entries: list[Entry]) -> tuple[int, int] | None:
@@ -98,9 +98,7 @@ def leanest(
             "strategy": lean.strategy,
             "peak_bytes": peak,
             "held_bytes": verdicts.memory_figure(lean, "held_bytes"),
-            "method": next(
-                (r["memory"].get("peak_method") for r in lean.rows if r.get("memory")), None
-            ),
+            "method": memory_note(lean.rows, "peak_method"),
         }
         if len(sized) > 1:
             other, other_peak = sized[1]

@@ -31,7 +31,7 @@ from reports.records import (
     RunComparison,
     RunRef,
 )
-from reports.rows import PHASES, SWEEP_IDENTITY, pooled, read, strategy_order
+from reports.rows import PHASES, SWEEP_IDENTITY, first_row, pooled, read, strategy_order
 
 
 class CompareError(ValueError):
@@ -48,9 +48,9 @@ def _cases_text(cases) -> str:
 def _side(directory: Path) -> dict[str, Any]:
     rows = read(directory)
     run = runinfo.run_info(directory)
-    ok = [r for r in rows if r.get("status") == "ok"]
-    first = ok[0] if ok else (rows[0] if rows else {})
-    env = {**(run.get("env") or {}), **(first.get("env") or {})}
+    ok = [r for r in rows if r.ok]
+    first = first_row(rows)
+    env = {**(run.get("env") or {}), **first.env}
     cases: dict[tuple, Entry] = {}
     failed = []
     for entry in pooled(rows).values():
@@ -66,13 +66,13 @@ def _side(directory: Path) -> dict[str, Any]:
     return {
         "directory": directory,
         "name": directory.resolve().name,
-        "run_id": run.get("run_id") or first.get("run_id") or "-",
+        "run_id": run.get("run_id") or first.run_id or "-",
         "created": run.get("created", "-"),
-        "preset": first.get("preset", "-"),
-        "device": env.get("device", first.get("device", "-")),
+        "preset": first.preset or "-",
+        "device": env.get("device", first.device or "-"),
         "device_name": env.get("device_name") or env.get("cpu_model") or "-",
         "torch": env.get("torch", "-"),
-        "threads": env.get("threads", first.get("threads", "-")),
+        "threads": env.get("threads", first.threads or "-"),
         "commit": (env.get("git_commit") or "-")[:12],
         "dirty": bool(env.get("git_dirty")),
         "rows": len(rows),
@@ -88,7 +88,7 @@ def _metrics(
 ) -> dict[str, RunComparison]:
     """B's case against A's on every metric (a time comparison's word comes later)."""
     strategy, k, n, flavour = key
-    differ = [name for name in SWEEP_IDENTITY if ea.rows[0].get(name) != eb.rows[0].get(name)]
+    differ = [name for name in SWEEP_IDENTITY if getattr(ea, name) != getattr(eb, name)]
     metrics = {}
     for metric in verdicts.METRICS:
         c = verdicts.comparison(
@@ -113,7 +113,7 @@ def _metrics(
 def _line(ea, eb, key: tuple, metrics: dict[str, RunComparison]) -> dict[str, Any]:
     """One case of the page: its settings, both overheads, its verdicts, its phases."""
     strategy, k, n, flavour = key
-    settings = {name: eb.rows[0].get(name) for name in SWEEP_IDENTITY if name != "preset"}
+    settings = {name: getattr(eb, name) for name in SWEEP_IDENTITY if name != "preset"}
     ranks = f" grad_sync={flavour}" if settings.get("parallel") not in (None, "none") else ""
     return {
         "strategy": strategy,

@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-from typing import Any
 
-from reports.records import Entry, Growth, VerdictFile
+from reports.records import Entry, Growth, Row, VerdictFile
+from reports.rows import memory_note
 
 LEAK_BYTES = 64 * 2**10  # per window, beyond the plain loop's growth in the same process
 LEAK_WINDOWS = 4  # the fewest windows a slope is judged over
@@ -44,11 +44,11 @@ RULE = (
 )
 
 
-def process_excess(row: dict[str, Any]) -> tuple[float, float, float, float] | None:
+def process_excess(row: Row) -> tuple[float, float, float, float] | None:
     """One process's growth per pair, the plain loop's alone per window, the strategy's window's
     share of the pair (the pair less a plain window) and its excess over a plain window's; or
     None unmeasured. A plain loop that shrinks lends nothing."""
-    memory = row.get("memory") or {}
+    memory = row.memory
     growth = memory.get("growth_bytes_per_window")
     plain = memory.get("plain_growth_bytes_per_window")
     windows = min(memory.get("growth_windows") or 0, memory.get("plain_growth_windows") or 0)
@@ -68,10 +68,7 @@ def judge(entry: Entry) -> Growth:
         n=entry.n,
         case={"grad_sync": entry.grad_sync, "precision": entry.precision},
         processes=len(measured),
-        measure=next(
-            (r["memory"].get("growth_measure") for r in entry.rows if r.get("memory")),
-            None,
-        ),
+        measure=memory_note(entry.rows, "growth_measure"),
         verdict="unmeasured",
     )
     if not measured:
@@ -85,8 +82,8 @@ def judge(entry: Entry) -> Growth:
         plain_growth_bytes_per_window=plain,
         strategy_growth_bytes_per_window=own,
         excess_bytes_per_window=excess,
-        windows=min(r["memory"]["growth_windows"] for r in rows),
-        plain_windows=min(r["memory"]["plain_growth_windows"] for r in rows),
+        windows=min(r.memory["growth_windows"] for r in rows),
+        plain_windows=min(r.memory["plain_growth_windows"] for r in rows),
     )
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from reports.records import Entry
+from reports.records import Entry, Row
 from reports.rows import strategy_order
 
 PHASES = ("reset", "forward", "backward", "update")
@@ -157,16 +157,16 @@ def launches(windows: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
-def _profiled_row(entry: Entry) -> dict[str, Any] | None:
+def _profiled_row(entry: Entry) -> Row | None:
     """The case's first process that was profiled (the control's extra processes and
     time-only rounds never are)."""
-    return next((r for r in entry.rows if r.get("profile")), None)
+    return next((r for r in entry.rows if r.profile), None)
 
 
 def trace_of(entry: Entry) -> str | None:
     """The case's trace file, relative to the report (None: not profiled)."""
     row = _profiled_row(entry)
-    return (row["profile"].get("trace") or None) if row else None
+    return (row.profile.get("trace") or None) if row else None
 
 
 def with_traces(directory: Path, lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -181,7 +181,7 @@ def case_profile(directory: Path, entry: Entry) -> dict[str, Any] | None:
     row = _profiled_row(entry)
     if row is None:
         return None
-    figures = row["profile"]
+    figures = row.profile
     trace = figures.get("trace")
     out = {
         "strategy": entry.strategy,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from reports.records import Entry, VerdictFile
+from reports.records import Entry, Row, VerdictFile
 from reports.rows import accepted, strategy_order
 
 
@@ -47,19 +47,19 @@ def error_table(entries: list[Entry], flavour: str) -> list[dict[str, Any]]:
         key = (e.strategy, e.precision, e.k)
         if e.grad_sync != flavour or key in seen:
             continue
-        row = next((r for r in e.rows if r.get("accumulation_error")), None)
+        row = next((r for r in e.rows if r.accumulation_error), None)
         if row is None:
             continue
         seen.add(key)
-        checks = [r["grad_check"] for r in e.rows if r.get("grad_check")]
+        checks = [r.grad_check for r in e.rows if r.grad_check]
         out.append(
             {
                 "strategy": e.strategy,
                 "precision": key[1],
                 "k": e.k,
                 "n": e.n,
-                "accumulation": row["accumulation_error"],
-                "total": row.get("total_error") or {},
+                "accumulation": row.accumulation_error,
+                "total": row.total_error or {},
                 # against the reference that accepted each window (rows.accepted)
                 "tolerance": max((accepted(c)[1] for c in checks), default=None),
                 "check_max_rel": max((accepted(c)[0] for c in checks), default=None),
@@ -78,7 +78,7 @@ def check_summary(entries: list[Entry]) -> list[dict[str, Any]]:
     out = []
     for precision in sorted({e.precision for e in entries}, key=precision_order):
         checks = [
-            [r["grad_check"] for r in e.rows if r.get("grad_check")]
+            [r.grad_check for r in e.rows if r.grad_check]
             for e in entries
             if e.precision == precision and e.rows
         ]
@@ -103,18 +103,16 @@ def _join(values) -> str:
     return ", ".join(str(v) for v in values)
 
 
-def recipe(
-    rows: list[dict[str, Any]], entries: list[Entry], sweep: dict[str, Any]
-) -> dict[str, Any]:
+def recipe(rows: list[Row], entries: list[Entry], sweep: dict[str, Any]) -> dict[str, Any]:
     """The training recipe every case ran with (optimizer, clip norm, compile,
     --compare-settings; each the same in every row of one sweep), strategy options, the
     compile time per strategy (median over its processes) and each case's MFU (where measured)."""
-    ok = [r for r in rows if r.get("status") == "ok"] or rows
+    ok = [r for r in rows if r.ok] or rows
 
     def values(key: str) -> list[Any]:
         found = []
         for row in ok:
-            value = row.get(key)
+            value = getattr(row, key)
             if value not in found:
                 found.append(value)
         return found or [sweep.get(key)]
@@ -123,9 +121,9 @@ def recipe(
     mfu = []
     for e in sorted(entries, key=_case_order):
         for r in e.rows:
-            if r.get("compile_s") is not None:
-                compile_s.setdefault(e.strategy, []).append(r["compile_s"])
-        figures = [r["mfu"] for r in e.rows if r.get("mfu")]
+            if r.compile_s is not None:
+                compile_s.setdefault(e.strategy, []).append(r.compile_s)
+        figures = [r.mfu for r in e.rows if r.mfu]
         if figures:
             mfu.append(
                 {
@@ -171,7 +169,7 @@ def settings_table(entries: list[Entry], judged: VerdictFile) -> list[dict[str, 
         precision, flavour = _fields(c.case)
         e = by_case.get((c.strategy, precision, flavour, c.k, c.n))
         rows = e.rows if e else []
-        compiled = [r["compile_s"] for r in rows if r.get("compile_s") is not None]
+        compiled = [r.compile_s for r in rows if r.compile_s is not None]
         out.append(
             {
                 "strategy": c.strategy,

@@ -1,6 +1,6 @@
 """The typed records between the report's layers, and the one reader and writer of each file.
 
-    results.jsonl --rows.read--> rows --rows.pooled--> Entry (a case over its processes)
+    results.jsonl --rows.read--> Row --rows.pooled--> Entry (a case over its processes)
         --verdicts--> GroupNoise, Paired, Comparison, Growth --> VerdictFile (verdicts.json)
         --compare---> RunComparison --> CompareFile (compare.json)
 
@@ -12,8 +12,8 @@ records: K and N are ``k`` and ``n`` everywhere here, though rows say ``accumula
 ``live_tensors`` (``rows.pooled`` maps them).
 
 This module imports only the standard library; the rules that fill the records are in
-``reports.verdicts`` (words), ``reports.leaks`` (growth) and ``reports.rows`` (pooling). The
-rows themselves are still the engine's JSON objects, checked by ``rows.read``.
+``reports.verdicts`` (words), ``reports.leaks`` (growth) and ``reports.rows`` (reading and
+pooling rows).
 """
 
 from __future__ import annotations
@@ -107,12 +107,92 @@ class Paired:
         return {key: getattr(self, key) for key in keys}
 
 
+# -- a row: one process of one case ---------------------------------------------------------------
+@dataclass(slots=True)
+class Row:
+    """One process of one case, as the engine wrote it (``benches.engine.figures.row_for``): a
+    line of results.jsonl, read by ``rows.read`` and nowhere else. The JSON keys are these
+    fields; a key that is not one of them is refused there, naming it. Figures a failed process
+    never measured are null. The objects inside a row (``samples``, ``memory``, ...) keep the
+    keys the engine wrote; each field's comment says where they are defined."""
+
+    # the case's identity (rows.CASE_KEY, the engine's CaseSpec.identity); ``read`` requires
+    # every one of an ok row
+    strategy: str | None = None
+    options: str = ""
+    accumulate: int | None = None  # K: micro-batches per window
+    live_tensors: int | None = None  # N: unrelated live tensors in the process
+    grad_sync: str | None = None
+    precision: str | None = None
+    workload: str | None = None
+    preset: str | None = None
+    device: str | None = None
+    world_size: int | None = None
+    parallel: str | None = None
+    mesh: str | None = None
+    repeat: int | None = None
+    warmup: int | None = None
+    threads: int | None = None
+    seed: int | None = None
+    optimizer: str | None = None
+    clip_norm: float | None = None
+    compile: bool | None = None
+    compare_settings: str | None = None
+    pin: bool | None = None
+    # the process
+    schema_version: int | None = None  # rows.SCHEMA_VERSION when written (read refuses others)
+    run_id: str | None = None  # the sweep that ran it
+    case_id: str | None = None  # the case and round: unique in its run
+    process_id: str | None = None  # shared by the strategies of one rotated process
+    round: int = 0
+    time_only: bool = False  # a process the sweep added for time alone: its timed pairs only
+    control: bool = False  # one of the control's extra processes (noise only)
+    status: str = "ok"  # "ok" or "failed"
+    error: str | None = None  # a failed process's one line
+    # what it measured (benches.engine.figures.measured_part)
+    params: int | None = None
+    tokens_per_window: int | None = None
+    tokens_per_second: float | None = None
+    flops_per_window: float | None = None
+    mfu: dict[str, Any] | None = None  # value, peak_flops, measure
+    phases: dict[str, dict[str, Any]] = field(default_factory=dict)  # stats.summarize per phase
+    samples: dict[str, list[float]] = field(default_factory=dict)  # per phase, one per pair
+    overhead: dict[str, Any] | None = None  # the process's paired ratio (stats.paired)
+    cpu_pressure: dict[str, Any] | None = None  # PSI over the timed pairs: median, max
+    allreduce_per_window: float | None = None
+    collectives_per_window: dict[str, Any] | None = None  # figures.collectives_figure
+    grad_sync_vs_every: dict[str, Any] | None = None  # figures.grad_sync_ratio
+    settings_vs: dict[str, Any] | None = None  # figures.setting_ratio
+    memory: dict[str, Any] = field(default_factory=dict)  # engine.case.memory_figures
+    grad_check: dict[str, Any] | None = None  # engine.gradients.check
+    accumulation_error: dict[str, Any] | None = None  # engine.gradients.errors
+    total_error: dict[str, Any] | None = None
+    process: dict[str, Any] | None = None  # psutil over the timed pairs (engine.process)
+    build_order: list[str] | None = None  # a rotated process's replica build order
+    compile_s: float | None = None
+    cost_model: dict[str, Any] | None = None  # figures.cost_figures
+    profile: dict[str, Any] | None = None  # engine.profiling: the profiled pair
+    wall_s: dict[str, float] | None = None  # the process's seconds per step
+    env: dict[str, Any] = field(default_factory=dict)  # engine.envinfo, git, process start
+
+    @classmethod
+    def from_json(cls, data: Any, what: str = "a row") -> Row:
+        return _build(cls, data, what)
+
+    def to_json(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in _fields(Row)}
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
 # -- a case pooled over its processes -------------------------------------------------------------
 @dataclass(slots=True)
 class Entry:
     """One case pooled over its processes (``rows.pooled``): a strategy with its options at
     K and N, with one grad_sync flavour, precision and the sweep's settings; its ok rows (one
-    per process) and its failed ones. The rows stay as ``rows.read`` gave them."""
+    per process) and its failed ones."""
 
     strategy: str  # the report's name of the case: ``name`` or ``name:k=v`` (rows.label)
     name: str  # the registered strategy
@@ -138,8 +218,8 @@ class Entry:
     compile: bool
     compare_settings: str
     pin: bool
-    rows: list[dict[str, Any]] = field(default_factory=list)  # ok rows, one per process
-    failed: list[dict[str, Any]] = field(default_factory=list)  # rows of failed processes
+    rows: list[Row] = field(default_factory=list)  # ok rows, one per process
+    failed: list[Row] = field(default_factory=list)  # rows of failed processes
     samples: dict[str, list[float]] = field(default_factory=dict)  # per phase, every process's
     phases: dict[str, dict[str, Any]] = field(default_factory=dict)  # stats.summarize per phase
     overhead: Paired = field(default_factory=lambda: Paired())  # the paired ratio, pooled

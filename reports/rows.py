@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from reports import stats
-from reports.records import Entry, Paired
+from reports.records import Entry, Paired, RecordError, Row
 
 RESULTS = "results.jsonl"
 PHASES = ("reset", "forward", "backward", "update", "window", "sync")  # sync: DDP only
@@ -57,8 +57,10 @@ class SchemaError(ValueError):
     """Rows this version cannot read: one line saying which and why."""
 
 
-def read(directory: str | Path) -> list[dict[str, Any]]:
-    """Every readable row of DIR/results.jsonl; a corrupt line is skipped with a warning."""
+def read(directory: str | Path) -> list[Row]:
+    """Every readable row of DIR/results.jsonl, each a ``Row``; a corrupt line is skipped with a
+    warning; a row this version cannot read (another schema, a field it does not know, an ok row
+    without its identity or with a field of the wrong type) is a SchemaError naming it."""
     path = Path(directory) / RESULTS
     if not path.exists():
         return []
@@ -93,7 +95,10 @@ def read(directory: str | Path) -> list[dict[str, Any]]:
                 bad = malformed(row)
                 if bad:
                     raise SchemaError(f"{path}:{number}: row {row.get('case_id', '?')!r} {bad}")
-            rows.append(row)
+            try:
+                rows.append(Row.from_json(row, f"row {row.get('case_id', '?')!r}"))
+            except RecordError as err:
+                raise SchemaError(f"{path}:{number}: {err}") from None
     return rows
 
 
@@ -147,15 +152,28 @@ def malformed(row: dict[str, Any]) -> str | None:
     return None
 
 
-def process_of(row: dict[str, Any]) -> str:
+def process_of(row: Row) -> str:
     """The process a row's figures came from: strategies that shared one (a rotated process)
     share its ``process_id`` within their run; a row without one was a process of its own (its
     ``case_id``, which ``read`` requires of an ok row, names its round)."""
-    return f"{row.get('run_id')}/{row.get('process_id') or row.get('case_id')}"
+    return f"{row.run_id}/{row.process_id or row.case_id}"
 
 
-def case_key(row: dict[str, Any]) -> tuple:
-    return tuple(row.get(k) for k in CASE_KEY)
+def first_row(rows: list[Row]) -> Row:
+    """The row a page reads the run's settings and environment from: the first ok one, else
+    the first; an empty ``Row`` (every figure None) when there is none."""
+    return next((r for r in rows if r.ok), rows[0] if rows else Row())
+
+
+def memory_note(rows: list[Row], key: str) -> Any:
+    """A memory field that says how a figure was measured (``peak_method``, ``growth_measure``:
+    the same in every process of a case), from the first process that has it."""
+    return next((r.memory[key] for r in rows if r.memory.get(key) is not None), None)
+
+
+def case_key(case: Any) -> tuple:
+    """A case's identity, of a ``Row`` or of the engine's ``CaseSpec`` (the same names)."""
+    return tuple(getattr(case, k) for k in CASE_KEY)
 
 
 REFERENCE = "native"  # PyTorch's own zero_grad: the reports' reference strategy, listed first
@@ -178,15 +196,15 @@ def label(strategy: str, options: str) -> str:
     return f"{strategy}:{options}" if options else strategy
 
 
-def pooled(rows: list[dict[str, Any]]) -> dict[tuple, Entry]:
+def pooled(rows: list[Row]) -> dict[tuple, Entry]:
     """One entry per case: ok rounds' raw samples pooled and summarised again, the paired
     ratio over its processes; failures kept."""
-    groups: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
+    groups: dict[tuple, list[Row]] = defaultdict(list)
     for row in rows:
         groups[case_key(row)].append(row)
     out = {}
     for key, group in groups.items():
-        ok = [r for r in group if r.get("status") == "ok"]
+        ok = [r for r in group if r.ok]
         case = dict(zip(CASE_KEY, key, strict=True))
         entry = Entry(
             # the report's name of the case's strategy: a strategy with options is another one
@@ -199,12 +217,11 @@ def pooled(rows: list[dict[str, Any]]) -> dict[tuple, Entry]:
             precision=case["precision"],
             **{name: case[name] for name in SWEEP_IDENTITY},
             rows=ok,
-            failed=[r for r in group if r.get("status") != "ok"],
+            failed=[r for r in group if not r.ok],
         )
         if ok:
             entry.samples = {
-                phase: [s for r in ok for s in r.get("samples", {}).get(phase, [])]
-                for phase in PHASES
+                phase: [s for r in ok for s in r.samples.get(phase, [])] for phase in PHASES
             }
             entry.phases = {p: stats.summarize(v) for p, v in entry.samples.items() if v}
             entry.overhead = paired_overhead(entry)
@@ -216,9 +233,9 @@ def paired_overhead(entry: Entry) -> Paired:
     """A case's paired ratio, its processes' pairs pooled (a hierarchical bootstrap, seeded
     by the case)."""
     groups = [
-        stats.log_ratios(r["samples"]["window"], r["samples"]["plain_window"])
+        stats.log_ratios(r.samples["window"], r.samples["plain_window"])
         for r in entry.rows
-        if r.get("samples", {}).get("plain_window")
+        if r.samples.get("plain_window")
     ]
     seed = zlib.crc32(repr((entry.strategy, entry.k, entry.n)).encode())
     return Paired.from_stats(stats.paired(groups, seed=seed))

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from reports import verdicts
-from reports.rows import RESULTS, SchemaError, process_of
+from reports.records import Row
+from reports.rows import RESULTS, SchemaError, first_row, process_of
 
 
 def run_info(directory: Path) -> dict[str, Any]:
@@ -78,26 +79,26 @@ def _pytest_benchmark(directory: Path) -> dict[str, Any] | None:
     }
 
 
-def the_run(directory: Path, rows: list[dict[str, Any]], run: dict[str, Any]) -> dict[str, Any]:
+def the_run(directory: Path, rows: list[Row], run: dict[str, Any]) -> dict[str, Any]:
     """What the page says of the run as a whole: its settings and environment, its rows,
     where its time went, its failed and noisy processes, pytest-benchmark's figures."""
-    ok_rows = [r for r in rows if r.get("status") == "ok"]
-    first = ok_rows[0] if ok_rows else (rows[0] if rows else {})
+    ok_rows = [r for r in rows if r.ok]
+    first = first_row(rows)
     return {
         "directory": directory,
-        "world_size": max((r.get("world_size") or 1 for r in rows), default=1),
-        "workload": first["workload"],
-        "has_sync": any("sync" in (r.get("phases") or {}) for r in ok_rows),
+        "world_size": max((r.world_size or 1 for r in rows), default=1),
+        "workload": first.workload,
+        "has_sync": any("sync" in r.phases for r in ok_rows),
         "run": run,
         "sweep": run.get("sweep") or {},
-        "env": {**(run.get("env") or {}), **(first.get("env") or {})},
+        "env": {**(run.get("env") or {}), **first.env},
         "first": first,
         "rows": len(rows),
         "ok_rows": len(ok_rows),
         "wall": wall_time(rows),
-        "parallel": first.get("parallel", "none"),
-        "failed": [r for r in rows if r.get("status") != "ok"],
-        "noisy": [r["case_id"] for r in ok_rows if verdicts.noisy(r)],
+        "parallel": first.parallel or "none",
+        "failed": [r for r in rows if not r.ok],
+        "noisy": [r.case_id for r in ok_rows if verdicts.noisy(r)],
         "noisy_pressure": verdicts.NOISY_PRESSURE,
         "noisy_switches": verdicts.NOISY_SWITCHES_PER_S,
         # which signal judged the rows: psi where it exists, else involuntary switches
@@ -107,12 +108,12 @@ def the_run(directory: Path, rows: list[dict[str, Any]], run: dict[str, Any]) ->
     }
 
 
-def wall_time(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def wall_time(rows: list[Row]) -> dict[str, Any]:
     """Where the sweep's wall time went: each step's seconds summed over its cases' processes
     (the rows' ``wall_s``), largest first, with its share of the total."""
     steps: dict[str, float] = {}
     for r in rows:
-        for step, seconds in (r.get("wall_s") or {}).items():
+        for step, seconds in (r.wall_s or {}).items():
             if step != "total":
                 steps[step] = steps.get(step, 0.0) + seconds
     total = sum(steps.values())
@@ -120,8 +121,8 @@ def wall_time(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "total_s": total,
         # strategies that shared a process (engine.rotation) count it once
-        "processes": len({process_of(r) for r in rows if r.get("wall_s")}),
-        "time_only": len({process_of(r) for r in rows if r.get("time_only")}),
+        "processes": len({process_of(r) for r in rows if r.wall_s}),
+        "time_only": len({process_of(r) for r in rows if r.time_only}),
         "steps": [
             {"step": s, "seconds": v, "share": v / total if total else None} for s, v in ordered
         ],

@@ -9,19 +9,19 @@ from pathlib import Path
 from typing import Any
 
 from reports import leaks, profile, stats, targets, verdicts
-from reports.records import Entry, VerdictFile
-from reports.rows import REFERENCE, strategy_order
+from reports.records import Entry, Row, VerdictFile
+from reports.rows import REFERENCE, memory_note, strategy_order
 
 
 def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
-def process_line(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def process_line(rows: list[Row]) -> dict[str, Any]:
     """A case's process figures over its rounds (psutil): context switches per second of the
     timed pairs (the busiest process), whether it was pinned and to which cores, and the noise
     signal that judged it."""
-    figures = [r["process"] for r in rows if r.get("process")]
+    figures = [r.process for r in rows if r.process]
 
     def busiest(key: str) -> float | None:
         values = [f[key] for f in figures if f.get(key) is not None]
@@ -40,7 +40,7 @@ def process_line(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "involuntary_per_s": busiest("involuntary_per_s"),
         "voluntary_per_s": max(voluntary) if voluntary else None,
-        "pinned": any(r.get("pin") for r in rows),
+        "pinned": any(r.pin for r in rows),
         "cores": [list(c) for c in cores],
         "noise_signals": sorted({verdicts.case_noise(r).signal or "none" for r in rows}),
     }
@@ -90,19 +90,17 @@ def measured_line(e: Entry, result: VerdictFile) -> dict[str, Any]:
         }
     line["memory"] = {key: verdicts.memory_figure(e, key) for key in CASE_MEMORY}
     line["leak"] = leaks.lookup(result, e)
-    line["memory"]["growth_measure"] = next(
-        (r["memory"].get("growth_measure") for r in rows if r.get("memory")), None
-    )
+    line["memory"]["growth_measure"] = memory_note(rows, "growth_measure")
     pressure = [
-        (r.get("cpu_pressure") or {}).get("median")
+        r.cpu_pressure["median"]
         for r in rows
-        if (r.get("cpu_pressure") or {}).get("median") is not None
+        if r.cpu_pressure and r.cpu_pressure.get("median") is not None
     ]
     line["cpu_pressure"] = max(pressure) if pressure else None
     line["process"] = process_line(rows)
-    calls = [r["allreduce_per_window"] for r in rows if r.get("allreduce_per_window")]
+    calls = [r.allreduce_per_window for r in rows if r.allreduce_per_window]
     line["allreduce_per_window"] = _median(calls) if calls else None
-    checks = [r["grad_check"] for r in rows if r.get("grad_check")]
+    checks = [r.grad_check for r in rows if r.grad_check]
     if checks:
         line["grad_check"] = {
             "max_rel_diff": max(c["max_rel_diff"] for c in checks),
@@ -121,7 +119,7 @@ def core_overheads(entries: list[Entry]) -> list[dict[str, Any]]:
         if e.strategy != REFERENCE or not e.phases:
             continue
         result = e.overhead
-        plain = [x for r in e.rows for x in r["samples"].get("plain_window", [])]
+        plain = [x for r in e.rows for x in r.samples.get("plain_window", [])]
         out.append(
             {
                 "k": e.k,
@@ -143,26 +141,26 @@ def flamegraphs(directory: Path, entries: list[Entry]) -> list[dict[str, Any]]:
         key=lambda e: (strategy_order(e.strategy), e.k, e.n),
     ):
         for row in e.rows:
-            path = (row.get("memory") or {}).get("memray_flamegraph")
+            path = row.memory.get("memray_flamegraph")
             if path:
                 out.append(
                     {
                         "strategy": e.strategy,
                         "k": e.k,
                         "n": e.n,
-                        "round": row.get("round", 0),
+                        "round": row.round,
                         "path": path,
                         "present": (directory / path).is_file(),
-                        "peak_bytes": row["memory"].get("peak_bytes"),
+                        "peak_bytes": row.memory.get("peak_bytes"),
                     }
                 )
     return out
 
 
-def _first_process(entry: Entry) -> dict[str, Any] | None:
+def _first_process(entry: Entry) -> Row | None:
     """The case's first process that is not one of the control's extra ones (those measure
     noise only: no timeline, no cost model)."""
-    return next((r for r in entry.rows if not r.get("control")), None)
+    return next((r for r in entry.rows if not r.control), None)
 
 
 def timelines(entries: list[Entry], k: int, n: int) -> list[dict[str, Any]]:
@@ -173,7 +171,7 @@ def timelines(entries: list[Entry], k: int, n: int) -> list[dict[str, Any]]:
         row = _first_process(e)
         if (e.k, e.n) != (k, n) or row is None:
             continue
-        memory = row.get("memory") or {}
+        memory = row.memory
         if memory.get("timeline"):
             out.append({"label": e.strategy, "timeline": memory["timeline"]})
         if plain is None and memory.get("plain_timeline"):
@@ -189,7 +187,7 @@ def cost_table(entries: list[Entry], k: int) -> list[dict[str, Any]]:
         row = _first_process(e)
         if e.k != k or row is None:
             continue
-        model = row.get("cost_model")
+        model = row.cost_model
         if not model:
             continue
         predicted, measured = model["predicted"], model["measured"]
@@ -222,7 +220,7 @@ def main_flavour(entries) -> str:
 def flavour_table(entries: list[Entry], judged: VerdictFile) -> list[dict[str, Any]]:
     """Under DDP/FSDP2/HSDP, one line per case and flavour: overhead, the flavour against
     ``every`` on one model (verdicts.json's ``grad_sync``), collectives, memory per rank."""
-    if not any(e.phases and e.rows[0].get("parallel", "none") != "none" for e in entries):
+    if not any(e.phases and e.parallel != "none" for e in entries):
         return []
     against = {
         (v.strategy, v.k, v.n, v.a, v.case.get("precision", "fp32")): v for v in judged.grad_sync
@@ -256,7 +254,7 @@ def flavour_table(entries: list[Entry], judged: VerdictFile) -> list[dict[str, A
                         e.precision,
                     )
                 ),
-                "collectives": row.get("collectives_per_window") or {},
+                "collectives": row.collectives_per_window or {},
                 "held_bytes": verdicts.memory_figure(e, "held_bytes"),
                 "peak_bytes": verdicts.memory_figure(e, "peak_bytes"),
             }

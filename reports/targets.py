@@ -105,7 +105,7 @@ def _gradient_checks(entries) -> list[dict[str, Any]]:
     """Every precision's cases (the tables show one): a line per precision, its tolerances."""
     by_precision: dict[str, list[tuple[dict, list]]] = {}
     for e in entries:
-        found = [r["grad_check"] for r in e.rows if r.get("grad_check")]
+        found = [r.grad_check for r in e.rows if r.grad_check]
         if found:
             by_precision.setdefault(e.precision, []).append((e, found))
     out = []

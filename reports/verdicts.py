@@ -54,6 +54,7 @@ from reports.records import (
     GroupNoise,
     LoopComparison,
     Paired,
+    Row,
     VerdictFile,
 )
 from reports.rows import LOOP_SAMPLES, process_of, spell
@@ -133,13 +134,13 @@ def decide_exact(
 
 
 # -- per case ---------------------------------------------------------------------------------
-def case_noise(row: dict[str, Any]) -> CaseNoise:
+def case_noise(row: Row) -> CaseNoise:
     """Whether a case ran on a busy machine, and by which signal: Linux PSI's CPU pressure
     where it exists, else involuntary context switches per second (psutil), else none."""
-    pressure = (row.get("cpu_pressure") or {}).get("median")
+    pressure = (row.cpu_pressure or {}).get("median")
     if pressure is not None:
         return CaseNoise("psi", pressure, NOISY_PRESSURE, pressure > NOISY_PRESSURE)
-    switches = (row.get("process") or {}).get("involuntary_per_s")
+    switches = (row.process or {}).get("involuntary_per_s")
     if switches is not None:
         limit = NOISY_SWITCHES_PER_S
         return CaseNoise("involuntary_switches", switches, limit, switches > limit)
@@ -151,17 +152,13 @@ def noisy_case(entry: Entry) -> bool:
     return any(noisy(r) for r in entry.rows)
 
 
-def noisy(row: dict[str, Any]) -> bool:
+def noisy(row: Row) -> bool:
     return case_noise(row).noisy
 
 
 def memory_figure(entry: Entry, key: str) -> float | None:
     """An exact memory figure of a case: its median over processes (they agree when exact)."""
-    values = [
-        (r.get("memory") or {}).get(key)
-        for r in entry.rows
-        if (r.get("memory") or {}).get(key) is not None
-    ]
+    values = [r.memory[key] for r in entry.rows if r.memory.get(key) is not None]
     return statistics.median(values) if values else None
 
 
@@ -177,14 +174,7 @@ def group_key(entry: Entry) -> tuple:
 def process_logs(entry: Entry) -> list[float]:
     """The case's figure in each of its processes: log of its paired overhead there (the
     trimmed mean of the log ratios of its pairs)."""
-    out = []
-    for r in entry.rows:
-        samples = r.get("samples") or {}
-        if samples.get("plain_window"):
-            x = stats.process_log(samples["window"], samples["plain_window"])
-            if x is not None:
-                out.append(x)
-    return out
+    return list(process_figures(entry).values())
 
 
 def process_figures(entry: Entry) -> dict[str, float]:
@@ -192,9 +182,8 @@ def process_figures(entry: Entry) -> dict[str, float]:
     shared a process, ``engine.rotation``, share it; a row without one is a process alone)."""
     out = {}
     for r in entry.rows:
-        samples = r.get("samples") or {}
-        if samples.get("plain_window"):
-            x = stats.process_log(samples["window"], samples["plain_window"])
+        if r.samples.get("plain_window"):
+            x = stats.process_log(r.samples["window"], r.samples["plain_window"])
             if x is not None:
                 out[process_of(r)] = x
     return out
@@ -280,7 +269,7 @@ def memory_floors(entries: list[Entry]) -> dict[str, float]:
         plain: dict[tuple, list[float]] = defaultdict(list)
         samples = []
         for e in entries:
-            rows = [r.get("memory") or {} for r in e.rows]
+            rows = [r.memory for r in e.rows]
             plain[tuple(sorted(case_fields(e).items()))] += [
                 m[f"plain_{key}"] for m in rows if m.get(f"plain_{key}") is not None
             ]
@@ -464,9 +453,8 @@ def loop_logs(entry: Entry, kind: str = "grad_sync") -> list[float]:
     mine, other = LOOP_SAMPLES[kind]
     out = []
     for r in entry.rows:
-        samples = r.get("samples") or {}
-        if samples.get(mine):
-            x = stats.process_log(samples[mine], samples[other])
+        if r.samples.get(mine):
+            x = stats.process_log(r.samples[mine], r.samples[other])
             if x is not None:
                 out.append(x)
     return out
@@ -477,7 +465,7 @@ def loop_sides(entry: Entry, kind: str) -> tuple[str, str]:
     setting and the ``--compare-settings`` one (``precision=bf16``)."""
     if kind == "grad_sync":
         return entry.grad_sync, "every"
-    vs = entry.rows[0].get("settings_vs") or {}
+    vs = entry.rows[0].settings_vs or {}
     setting = vs.get("setting")
     return f"{setting}={spell(vs.get('mine'))}", f"{setting}={spell(vs.get('other'))}"
 
@@ -504,8 +492,8 @@ def loop_verdicts(entries, spreads, kind: str = "grad_sync") -> list[LoopCompari
             case=case_fields(e),
             metric="window",
             strategy=e.strategy,
-            pairs=sum(len(r["samples"][LOOP_SAMPLES[kind][0]]) for r in e.rows),
-            noisy=any(noisy(r) for r in e.rows),
+            pairs=sum(len(r.samples[LOOP_SAMPLES[kind][0]]) for r in e.rows),
+            noisy=noisy_case(e),
         )
         out.append(c.measured(stats.contrast(logs, None, variance, df)))
     return out

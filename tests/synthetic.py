@@ -20,8 +20,8 @@ import numpy as np
 
 from benches.engine.spec import CaseSpec
 from reports import stats
-from reports.records import Entry
-from reports.rows import SCHEMA_VERSION, SWEEP_IDENTITY
+from reports.records import Entry, Row
+from reports.rows import SCHEMA_VERSION, SWEEP_IDENTITY, read
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTIONS = (  # index.html's sections, in the page's order
@@ -199,8 +199,17 @@ def entry(strategy: str, rows: list[dict], k: int = 1, n: int = 0, **settings) -
         grad_sync=identity["grad_sync"],
         precision=identity["precision"],
         **{name: identity[name] for name in SWEEP_IDENTITY},
-        rows=rows,
+        rows=[
+            as_row(r, **{**identity, "strategy": strategy, "accumulate": k, "live_tensors": n})
+            for r in rows
+        ],
     )
+
+
+def as_row(row: dict, **identity) -> Row:
+    """A hand-made row as ``reports.rows.read`` would give it: its identity (``identity``, or
+    what it says itself) and figures, every key checked against ``Row``."""
+    return Row.from_json({**identity, **row})
 
 
 def rescale(row: dict, window: float = 1.0, plain: float = 1.0) -> dict:
@@ -285,3 +294,10 @@ def verdict_rows(html: str) -> list[tuple[str, str, str, str, str]]:
         table,
         flags=re.S,
     )
+
+
+def rows_of(directory) -> list[dict]:
+    """DIR's rows as ``reports.rows.read`` reads them (schema, identity and every field's name
+    checked), each as the JSON object it writes back (``Row.to_json``): what the tests assert
+    about the engine's output."""
+    return [row.to_json() for row in read(directory)]

@@ -12,12 +12,12 @@ from pathlib import Path
 import conftest
 import pytest
 import torch
+from synthetic import rows_of
 
 from benches.engine import bound, costmodel, memory
 from benches.engine.runner import PairedRunner
 from benches.sweep import cli
 from benches.workloads import protocol
-from reports.rows import read
 
 ROOT = Path(__file__).resolve().parent.parent
 CONVNET = "examples.workloads.convnet:workload"
@@ -108,7 +108,7 @@ def test_a_tiny_sweep_of_an_example_workload_checks_gradients(spec, names, tmp_p
     done = _sweep(*QUICK, "--workload", spec, "--strategies", ",".join(names), "--memray",
                   "--out", str(out))  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    rows = read(out)
+    rows = rows_of(out)
     assert sorted(r["strategy"] for r in rows) == sorted(names)
     for row in rows:
         assert row["status"] == "ok" and row["workload"] == spec

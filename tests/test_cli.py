@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 from conftest import QUICK, run_reports
+from synthetic import rows_of
 
 from benches.sweep import cli
-from reports.rows import read
 
 ROOT = Path(__file__).resolve().parent.parent
 REQUIRED_FIELDS = {
@@ -227,7 +227,7 @@ def plugin_sweep(plugin_dir, tmp_path_factory) -> tuple[Path, subprocess.Complet
 def test_failing_plugin_strategy_is_a_failed_row_and_the_sweep_goes_on(plugin_sweep):
     out, done = plugin_sweep
     assert done.returncode == 1, done.stderr
-    rows = {r["strategy"]: r for r in read(out)}
+    rows = {r["strategy"]: r for r in rows_of(out)}
     assert set(rows) == {"boom", "block", "drop"}
     assert rows["boom"]["status"] == "failed" and "boom at reset" in rows["boom"]["error"]
     # the failure line printed as it came (escaped, not markup), and the sweep went on
@@ -269,7 +269,7 @@ def test_a_case_that_times_out(plugin_dir, tmp_path):
     )
     assert time.monotonic() - start < 80
     assert done.returncode == 1
-    rows = {r["strategy"]: r for r in read(out)}
+    rows = {r["strategy"]: r for r in rows_of(out)}
     assert rows["sleepy"]["status"] == "failed" and "timed out after 4 s" in rows["sleepy"]["error"]
 
 
@@ -292,7 +292,7 @@ def test_a_reset_that_does_nothing_fails_the_gradient_check(plugin_dir, tmp_path
         plugin_dir=plugin_dir,
     )
     assert done.returncode == 1
-    rows = read(out)
+    rows = rows_of(out)
     assert sorted(r["precision"] for r in rows) == ["bf16", "fp32"]
     for row in rows:
         assert row["status"] == "failed" and "gradient check failed" in row["error"], row["error"]
@@ -308,12 +308,12 @@ def test_resume_runs_only_what_is_missing(tmp_path, capsys):
     run_id = json.loads(lines[0])["run_id"]
     done = sweep(*QUICK, "--strategies", "block,lazy", "--out", str(out), "--resume")
     assert done.returncode == 0, done.stderr
-    rows = read(out)
+    rows = rows_of(out)
     assert sorted(r["strategy"] for r in rows) == ["block", "lazy"]
     assert {r["run_id"] for r in rows} == {run_id}
     done = sweep(*QUICK, "--strategies", "block,lazy", "--out", str(out), "--resume")
     assert "0 cases (2 already done)" in done.stderr
-    assert len(read(out)) == 2
+    assert len(rows_of(out)) == 2
     # another setting would mix cases: a usage error naming it, nothing run
     for option, value in (("--repeat", "3"), ("--seed", "1"), ("--threads", "2")):
         args = [*QUICK, option, value, "--strategies", "block,lazy", "--out", str(out), "--resume"]
@@ -321,7 +321,7 @@ def test_resume_runs_only_what_is_missing(tmp_path, capsys):
         err = capsys.readouterr().err
         assert code == 2 and option in err, err
         assert len(err.strip().splitlines()) == 1
-    assert len(read(out)) == 2
+    assert len(rows_of(out)) == 2
 
 
 @pytest.mark.slow  # a sweep interrupted mid-case
@@ -345,7 +345,7 @@ def test_interrupt_keeps_finished_rows_and_writes_the_report(tmp_path):
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 130, stderr
-    rows = read(out)
+    rows = rows_of(out)
     assert 1 <= len(rows) < 6 and all(r["status"] == "ok" for r in rows)
     assert (out / "index.html").exists()
     assert "interrupted" in stderr
@@ -357,7 +357,7 @@ def test_corrupt_line_is_skipped_with_a_warning(tmp_path):
         json.dumps(good) + "\n" + '{"strategy": "lazy", "stat' + "\n" + json.dumps(good) + "\n"
     )
     with pytest.warns(UserWarning, match=r"results.jsonl:2: skipped a corrupt line"):
-        rows = read(tmp_path)
+        rows = rows_of(tmp_path)
     assert len(rows) == 2
 
 
@@ -388,7 +388,7 @@ def test_case_by_hand_takes_the_sweeps_flags_and_writes_a_sweeps_row(tmp_path, c
 
     done = case("--strategy", "lazy", "--repeat", "2", "--warmup", "0", "--out", str(tmp_path))
     assert done.returncode == 0, done.stderr
-    (row,) = read(tmp_path)
+    (row,) = rows_of(tmp_path)
     assert row["status"] == "ok" and row["strategy"] == "lazy"
     assert (row["accumulate"], row["live_tensors"], row["preset"]) == (4, 0, "tiny")
     assert row["workload"] == "benches.workloads.transformer:workload"
@@ -402,12 +402,12 @@ def test_case_by_hand_takes_the_sweeps_flags_and_writes_a_sweeps_row(tmp_path, c
         code = cli.main(["case", *bad, *out])  # in this process: checked before anything runs
         err = capsys.readouterr().err
         assert code == 2 and err.count("\n") == 1 and word in err, err
-    assert len(read(tmp_path)) == 1
+    assert len(rows_of(tmp_path)) == 1
 
 
 def test_readme_plugin_example_runs_in_a_sweep(plugin_sweep):
     out, _ = plugin_sweep  # beside a failing plugin strategy and block
-    rows = {r["strategy"]: r for r in read(out)}
+    rows = {r["strategy"]: r for r in rows_of(out)}
     assert rows["drop"]["status"] == "ok" and rows["drop"]["grad_check"]["ok"]
 
 
@@ -449,7 +449,7 @@ def test_world_size_two_runs_ddp_ranks_with_a_sync_phase(plugin_dir, tmp_path):
         plugin_dir=plugin_dir,
     )
     assert done.returncode == 1, done.stderr  # one case failed, on one rank: the sweep went on
-    rows = {r["strategy"]: r for r in read(out)}
+    rows = {r["strategy"]: r for r in rows_of(out)}
     assert set(rows) == {"lazy", "rank-one-fails"}
     failed = rows["rank-one-fails"]
     assert failed["status"] == "failed" and "rank 1 gave up" in failed["error"]
@@ -468,7 +468,7 @@ def test_fsdp2_sweep_measures_both_flavours_paired_with_collectives(tmp_path):
     args += ["--workload", "examples.workloads.convnet:workload"]
     done = sweep(*args, "--strategies", "block", "--grad-sync", "every,last", "--out", str(out))
     assert done.returncode == 0, done.stderr  # (refusals: tests/test_distributed.py)
-    rows = {(r["strategy"], r["grad_sync"]): r for r in read(out)}
+    rows = {(r["strategy"], r["grad_sync"]): r for r in rows_of(out)}
     assert set(rows) == {("block", "every"), ("block", "last")}
     for flavour in ("every", "last"):
         row = rows[("block", flavour)]
@@ -505,7 +505,7 @@ def test_ddp_with_one_rank_wraps_the_model_in_ddp(tmp_path):
         str(out),
     )
     assert done.returncode == 0, done.stderr
-    (row,) = read(out)
+    (row,) = rows_of(out)
     assert row["status"] == "ok" and (row["parallel"], row["world_size"]) == ("ddp", 1)
     assert row["allreduce_per_window"] >= 1 and row["grad_sync"] == "last"
     assert "-ddp-last-" in row["case_id"]
@@ -533,7 +533,7 @@ def test_recipe_options_and_settings_compared_are_recorded_and_judged(tmp_path):
         str(out),
     )
     assert done.returncode == 0, done.stderr
-    rows = read(out)
+    rows = rows_of(out)
     assert sorted(r["options"] for r in rows) == ["", "set_to_none=false"]
     assert {r["strategy"] for r in rows} == {"native"}
     assert len({r["case_id"] for r in rows}) == 2

@@ -25,9 +25,9 @@ from pathlib import Path
 
 import psutil
 import pytest
+from synthetic import rows_of
 
 from benches.sweep import cli
-from reports.rows import read
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = [
@@ -137,7 +137,7 @@ def failure_lines(swept: Swept) -> list[str]:
 def check_the_rest(out: Path, swept: Swept, failing: dict[str, str], ok: set[str]) -> None:
     """The failing cases (label -> text in its error) are failed rows with one-line errors,
     each printed as one line; the others are ok; the report is written; nothing survives."""
-    rows = {r["strategy"] + (f":{r['options']}" if r["options"] else ""): r for r in read(out)}
+    rows = {r["strategy"] + (f":{r['options']}" if r["options"] else ""): r for r in rows_of(out)}
     assert set(rows) == set(failing) | ok, (sorted(rows), swept.stderr[-3000:])
     for label, text in failing.items():
         row = rows[label]
@@ -174,7 +174,7 @@ def test_oom_and_signals_in_one_process_are_failed_rows(tmp_path):
         {"block"},
     )
     # the ok row carries psutil's figures of its timed pairs and, with --threads 1, its pinning
-    (ok,) = [r for r in read(out) if r["status"] == "ok"]
+    (ok,) = [r for r in rows_of(out) if r["status"] == "ok"]
     figures = ok["process"]
     assert figures["user_s"] > 0 and figures["seconds"] > 0
     assert figures["uss_peak_bytes"] <= figures["rss_peak_bytes"]
@@ -218,7 +218,7 @@ def test_one_rank_raises(parallel, tmp_path):
     # the rank's text holds brackets: printed as it came, on one line
     assert any("[/gloo/transport/tcp/pair.cc:553]" in line for line in failure_lines(swept))
     # the ok case's ranks ran pinned, each on a core of its own, and their figures merged
-    (ok,) = [r for r in read(out) if r["status"] == "ok"]
+    (ok,) = [r for r in rows_of(out) if r["status"] == "ok"]
     ranks = ok["process"]["rank_affinity"]
     assert ok["pin"] and len(ranks) == 2 and all(len(c) == 1 for c in ranks), ok["process"]
     assert ranks[0] != ranks[1] and ok["process"]["over_ranks"] == "max"
@@ -241,7 +241,7 @@ def test_one_rank_hangs_and_the_timeout_kills_the_whole_tree(tmp_path):
     assert swept.code == 1, swept.stderr[-3000:]
     check_the_rest(out, swept, {"faulty": f"timed out after {timeout} s"}, {"block"})
     assert len(swept.ranks("faulty-k1-n0-tiny-cpu-w2")) == 2, swept.cmdlines  # both gone now
-    rows = {r["strategy"]: r for r in read(out)}
+    rows = {r["strategy"]: r for r in rows_of(out)}
     # no case outlived its timeout: the hung one ended within a few seconds of it
     assert rows["faulty"]["wall_s"]["total"] < timeout + 10, rows["faulty"]["wall_s"]
 
@@ -267,7 +267,7 @@ def test_ctrl_c_in_a_distributed_case_keeps_rows_and_leaves_no_rank(tmp_path):
         interrupt=ranks_of_the_second_case_run,
     )
     assert swept.code == 130, swept.stderr[-3000:]
-    rows = read(out)
+    rows = rows_of(out)
     assert [r["strategy"] for r in rows] == ["block"] and rows[0]["status"] == "ok"
     assert (out / "index.html").exists()
     assert "interrupted" in swept.stderr
@@ -280,7 +280,7 @@ def _a_row_and_a_case_running(out: Path):
     since: list[float] = []
 
     def running(swept: Swept) -> bool:
-        if not (out / "results.jsonl").exists() or not read(out):
+        if not (out / "results.jsonl").exists() or not rows_of(out):
             return False
         cases = [
             pid for pid, cmd in swept.cmdlines.items() if "zygote" in cmd and psutil.pid_exists(pid)
@@ -306,7 +306,7 @@ def test_a_sweep_killed_leaves_no_fork_server_and_no_case(signum, tmp_path):
         interrupt=_a_row_and_a_case_running(out),
         signum=signum,
     )
-    rows = read(out)  # the first case's row, whichever ran first; none of the second
+    rows = rows_of(out)  # the first case's row, whichever ran first; none of the second
     assert len(rows) == 1 and rows[0]["status"] == "ok", rows
     if signum == signal.SIGTERM:
         assert swept.code == 130, swept.stderr[-3000:]

@@ -13,10 +13,9 @@ import pytest
 
 from reports import leaks
 from reports.records import Entry
-from reports.rows import read
 from tests.conftest import ROOT, run_reports
 from tests.synthetic import entry as entry_of
-from tests.synthetic import make_row
+from tests.synthetic import make_row, rows_of
 
 KIB = 2**10
 
@@ -84,7 +83,7 @@ def test_a_strategy_that_exits_is_one_failed_row(leaky_sweep):
     out, done = leaky_sweep
     assert done.returncode == 1, done.stderr[-2000:]  # a failed case, not the plugin's 3
     assert "Traceback" not in done.stderr
-    rows = {r["strategy"]: r for r in read(out)}
+    rows = {r["strategy"]: r for r in rows_of(out)}
     assert sorted(rows) == sorted(STRATEGIES)
     assert rows["exits"]["status"] == "failed"
     assert rows["exits"]["error"] == (

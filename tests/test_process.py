@@ -17,7 +17,7 @@ from benches.engine import envinfo, process
 from benches.sweep import tree
 from benches.sweep.arguments import UsageError, build_parser, resolve
 from reports import verdicts
-from reports.records import CaseNoise
+from reports.records import CaseNoise, Row
 
 ROOT = Path(__file__).resolve().parent.parent
 # a launcher whose child starts a grandchild in a session of its own, as torchrun starts ranks
@@ -114,10 +114,10 @@ def test_pin_is_on_with_one_thread_and_can_be_turned_off():
 
 
 def test_the_noise_signal_falls_back_to_involuntary_switches_without_psi():
-    with_psi = {"cpu_pressure": {"median": 0.2}, "process": {"involuntary_per_s": 1.0}}
+    with_psi = Row(cpu_pressure={"median": 0.2}, process={"involuntary_per_s": 1.0})
     assert verdicts.case_noise(with_psi).signal == "psi" and verdicts.noisy(with_psi)
-    busy = {"cpu_pressure": {"median": None}, "process": {"involuntary_per_s": 120.0}}
-    quiet = {"cpu_pressure": {"median": None}, "process": {"involuntary_per_s": 8.0}}
+    busy = Row(cpu_pressure={"median": None}, process={"involuntary_per_s": 120.0})
+    quiet = Row(cpu_pressure={"median": None}, process={"involuntary_per_s": 8.0})
     assert verdicts.case_noise(busy) == CaseNoise(
         signal="involuntary_switches",
         value=120.0,
@@ -125,7 +125,7 @@ def test_the_noise_signal_falls_back_to_involuntary_switches_without_psi():
         noisy=True,
     )
     assert not verdicts.noisy(quiet)
-    assert verdicts.case_noise({}).signal is None and not verdicts.noisy({})
+    assert verdicts.case_noise(Row()).signal is None and not verdicts.noisy(Row())
 
 
 @pytest.mark.parametrize(("recorded", "pinned"), [({}, False), ({"pin": True}, True)])

@@ -10,14 +10,15 @@ from conftest import SWEEP_PAIRS, SWEEP_STRATEGIES
 from synthetic import (
     WORDS,
     by_id,
+    rows_of,
 )
 
 from reports import analysis, compare, records, verdicts
-from reports.rows import SCHEMA_VERSION, read
+from reports.rows import SCHEMA_VERSION
 
 
 def test_real_sweep_rows_and_verdicts(real_sweep):
-    rows = read(real_sweep)
+    rows = rows_of(real_sweep)
     assert {r["schema_version"] for r in rows} == {SCHEMA_VERSION}
     assert {r["status"] for r in rows} == {"ok"}, [r["error"] for r in rows if r["error"]]
     assert len(rows) == 2 * (len(SWEEP_STRATEGIES) + 2)
@@ -83,7 +84,7 @@ def test_real_sweep_compared_with_itself_on_a_slower_machine(real_sweep, tmp_pat
 @pytest.mark.slow  # a real sweep or subprocess of 7-60 s: nox -s slow (CI) runs it
 def test_recipe_sweep_shows_every_precision_and_the_settings_compared(recipe_sweep):
     out, stdout = recipe_sweep
-    rows = read(out)
+    rows = rows_of(out)
     assert {r["status"] for r in rows} == {"ok"}, [r["error"] for r in rows if r["error"]]
     report = analysis.report(out)
     assert (report["precision"], report["precisions"]) == ("fp32", ["fp32", "bf16"])

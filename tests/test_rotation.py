@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from synthetic import make_row
+from synthetic import as_row, make_row
 
 from benches.engine.rotation import PLAIN, rotation, timed_rounds
 from benches.engine.spec import CaseSpec
@@ -118,12 +118,12 @@ def test_strategies_that_shared_processes_are_compared_process_by_process():
     comparison: its interval is far narrower than the unpaired one of the same figures."""
     truth = {"native": 0.0, "block": math.log(1.03)}
     rows = _shared_rows(truth, 8, seed=1, common=0.05)
-    paired = verdicts.verdicts(list(pooled(rows).values()), 0.02).to_json()
+    paired = verdicts.verdicts(list(pooled(map(as_row, rows)).values()), 0.02).to_json()
     (c,) = [c for c in paired["comparisons"] if c["metric"] == "window"]
     assert c["paired"] is True and c["processes"] == [8, 8] and c["df"] == 7
     for r in rows:
         r["process_id"] = f"{r['process_id']}-{r['strategy']}"  # as if in processes of their own
-    unpaired = verdicts.verdicts(list(pooled(rows).values()), 0.02).to_json()
+    unpaired = verdicts.verdicts(list(pooled(map(as_row, rows)).values()), 0.02).to_json()
     (u,) = [c for c in unpaired["comparisons"] if c["metric"] == "window"]
     assert "paired" not in u
     assert math.log(c["ci_high"] / c["ci_low"]) < 0.5 * math.log(u["ci_high"] / u["ci_low"])
@@ -139,7 +139,7 @@ def test_the_paired_interval_called_95_percent_covers_the_truth_95_percent_of_th
     truth = {"native": 0.0, "lazy": math.log(1.03), "block": math.log(0.98)}
     covered = total = 0
     for seed in range(1000):
-        entries = list(pooled(_shared_rows(truth, 6, seed)).values())
+        entries = list(pooled(map(as_row, _shared_rows(truth, 6, seed))).values())
         for c in verdicts.verdicts(entries, 0.02).to_json()["comparisons"]:
             if c["metric"] != "window":
                 continue

@@ -7,8 +7,8 @@ import math
 
 import numpy as np
 import pytest
+from synthetic import as_row, standard_rows
 from synthetic import entry as entry_of
-from synthetic import standard_rows
 
 from reports import stats, verdicts
 from reports.records import FLIP, Comparison, Paired
@@ -336,7 +336,7 @@ def test_verdicts_json_is_read_and_written_by_its_record_key_for_key():
     from reports.records import RecordError, VerdictFile, finite
     from reports.rows import pooled
 
-    entries = list(pooled(standard_rows(ks=(1,))).values())
+    entries = list(pooled(map(as_row, standard_rows(ks=(1,)))).values())
     data = json.loads(json.dumps(finite(verdicts.verdicts(entries, 0.02).to_json())))
     assert data["comparisons"] and data["memory_growth"] and data["overheads"]
     assert VerdictFile.from_json(data).to_json() == data

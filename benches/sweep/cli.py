@@ -262,11 +262,7 @@ def open_run(sweep: Sweep) -> tuple[str, set[tuple]]:
     done: set[tuple] = set()
     if sweep.resume and run_file.exists():
         run_id = json.loads(run_file.read_text())["run_id"]
-        done = {
-            (case_key(r), r.get("round", 0))
-            for r in results.read(sweep.out)
-            if r.get("status") == "ok"
-        }
+        done = {(case_key(r), r.round) for r in results.read(sweep.out) if r.ok}
     else:
         run_id = uuid.uuid4().hex[:12]
         write_whole(
@@ -309,7 +305,7 @@ def sweep_main(sweep: Sweep) -> int:
     run_id, done = start_run(sweep)
     git = envinfo.git_state()
     planned = cases(sweep, run_id, git)
-    todo = [c for c in planned if (case_key(dataclasses.asdict(c)), c.round) not in done]
+    todo = [c for c in planned if (case_key(c), c.round) not in done]
     console = Console(stderr=True)
     out = escape(str(sweep.out))  # a path is data, never markup
     console.print(
@@ -446,7 +442,7 @@ def spend_budget(sweep, run_id, git, server, progress, task, state, started) -> 
     would end later than the report needs (``REPORT_LOOKS`` times one look's verdicts)."""
     shuffle = random.Random(sweep.seed)
     first = [c for c in cases(sweep, run_id, git) if not c.control and c.round == 0]
-    next_round = max((r.get("round", 0) for r in results.read(sweep.out)), default=0) + 1
+    next_round = max((r.round for r in results.read(sweep.out)), default=0) + 1
     for look in range(1, sweep.looks):
         looked = time.monotonic()
         groups, unclear = open_groups(sweep)
