@@ -20,6 +20,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from reports.records import RUN, VERDICTS
+from reports.rows import RESULTS
 from reports.verdicts import DEFAULT_MIN_EFFECT
 
 PROG = "python -m reports"
@@ -79,7 +81,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def results_dir(directory: Path) -> Path:
     """A directory with a results file, or a UsageError naming it."""
-    from reports.rows import RESULTS
 
     if not directory.is_dir():
         raise UsageError(f"{str(directory)!r} is not a directory")
@@ -90,7 +91,7 @@ def results_dir(directory: Path) -> Path:
 
 # what a sweep's directory holds that no other command may write over (its own report is
 # rewritten only by ``build``); compare's page and compare.json are the only outputs beside them
-RUN_FILES = ("results.jsonl", "run.json", "verdicts.json", "index.html", "pytest-benchmark.json")
+RUN_FILES = (RESULTS, RUN, VERDICTS, "index.html", "pytest-benchmark.json")
 RUN_FOLDERS = ("cases", "logs", "memray")
 
 

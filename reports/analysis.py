@@ -22,7 +22,7 @@ from reports.recipe import (
     recipe,
     settings_table,
 )
-from reports.records import VerdictFile
+from reports.records import RunFile, VerdictFile
 from reports.rows import pooled, read, strategy_order
 from reports.runinfo import min_effect_of, run_info, the_run
 from reports.tables import (
@@ -36,13 +36,10 @@ from reports.tables import (
 )
 
 
-def judge_sweep(
-    entries, run: dict[str, Any], main: dict[str, Any]
-) -> tuple[VerdictFile, VerdictFile]:
+def judge_sweep(entries, run: RunFile, main: dict[str, Any]) -> tuple[VerdictFile, VerdictFile]:
     """verdicts.json's content (every flavour and precision), and the part the tables show
     (the main flavour's and precision's comparisons)."""
-    looks = int((run.get("sweep") or {}).get("looks") or 1)  # an adaptive sweep's looks
-    judged_all = verdicts.verdicts(entries, min_effect_of(run), looks)
+    judged_all = verdicts.verdicts(entries, min_effect_of(run), run.looks)
     shown = [
         c
         for c in judged_all.comparisons

@@ -8,18 +8,18 @@ import math
 from typing import Any
 
 from reports import leaks, stats, verdicts
-from reports.records import Entry, Growth, VerdictFile
+from reports.records import Entry, Growth, RunFile, VerdictFile
 from reports.rows import memory_note, strategy_order
 
 
-def default_case(run: dict[str, Any], entries: list[Entry]) -> tuple[int, int] | None:
+def default_case(run: RunFile, entries: list[Entry]) -> tuple[int, int] | None:
     """The K and N the answer is given for: the sweep's first K, and N=0 (no ballast)."""
     ok = [e for e in entries if e.phases]
     if not ok:
         return None
     ks = sorted({e.k for e in ok})
     ns = sorted({e.n for e in ok})
-    listed = (run.get("sweep") or {}).get("accumulate") or []
+    listed = run.sweep.get("accumulate") or []
     k = next((k for k in listed if k in ks), ks[0])
     n = 0 if 0 in ns else ns[0]
     return k, n

@@ -115,7 +115,7 @@ def build(directory: str | Path) -> Path:
     directory = Path(directory)
     report = analysis.report(directory)
     report["verdicts_json"].write(directory)  # first: the HTML shows what this file says
-    title = f"zerograd sweep {report['run'].get('run_id') or directory.name}"
+    title = f"zerograd sweep {report['run'].run_id or directory.name}"
     details = {"sweep": report["sweep"], "env": report["env"]}
     html = (
         environment()

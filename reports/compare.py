@@ -50,7 +50,7 @@ def _side(directory: Path) -> dict[str, Any]:
     run = runinfo.run_info(directory)
     ok = [r for r in rows if r.ok]
     first = first_row(rows)
-    env = {**(run.get("env") or {}), **first.env}
+    env = {**run.env, **first.env}
     cases: dict[tuple, Entry] = {}
     failed = []
     for entry in pooled(rows).values():
@@ -66,8 +66,8 @@ def _side(directory: Path) -> dict[str, Any]:
     return {
         "directory": directory,
         "name": directory.resolve().name,
-        "run_id": run.get("run_id") or first.run_id or "-",
-        "created": run.get("created", "-"),
+        "run_id": run.run_id or first.run_id or "-",
+        "created": run.created or "-",
         "preset": first.preset or "-",
         "device": env.get("device", first.device or "-"),
         "device_name": env.get("device_name") or env.get("cpu_model") or "-",

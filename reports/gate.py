@@ -20,6 +20,8 @@ from typing import Any
 
 from reports import leaks
 from reports.records import (
+    COMPARE,
+    VERDICTS,
     WORDS,
     CompareFile,
     Comparison,
@@ -68,7 +70,7 @@ def load(path: Path) -> CompareFile | VerdictFile:
     try:
         return CompareFile.from_json(data) if compare else VerdictFile.from_json(data)
     except RecordError as err:
-        name = "compare.json" if compare else "verdicts.json"
+        name = COMPARE if compare else VERDICTS
         raise GateError(f"{str(path)!r} is no {name}: {err}") from None
 
 

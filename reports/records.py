@@ -107,6 +107,68 @@ class Paired:
         return {key: getattr(self, key) for key in keys}
 
 
+# -- the run: run.json -----------------------------------------------------------------------------
+RUN = "run.json"
+
+
+class UnreadableFile(RecordError):
+    """A file that is not a JSON object at all (a cut-off write, another program's file)."""
+
+
+@dataclass(slots=True)
+class RunFile:
+    """DIR/run.json: the sweep as it was started. ``benches.sweep.cli`` writes it once, whole,
+    with ``write``; ``read`` is its one reader (the report, compare, and --resume's checks)."""
+
+    run_id: str | None = None  # the id every row of the run carries
+    created: str | None = None  # when the sweep started, ISO 8601 in UTC
+    sweep: dict[str, Any] = field(default_factory=dict)  # the sweep's options (arguments.Sweep)
+    case_settings: dict[str, Any] = field(default_factory=dict)  # rows.SWEEP_IDENTITY's values
+    env: dict[str, Any] = field(default_factory=dict)  # the machine and commit (engine.envinfo)
+
+    @classmethod
+    def read(cls, directory: str | Path) -> RunFile | None:
+        """DIR's run.json, or None when there is none. Not JSON or not an object is an
+        ``UnreadableFile``; a part of the wrong type, or a key it does not know, a RecordError
+        naming the file and the field."""
+        path = Path(directory) / RUN
+        if not path.exists():
+            return None
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            raise UnreadableFile(f"{str(path)!r} is not readable JSON ({err})") from None
+        if not isinstance(data, dict):
+            raise UnreadableFile(f"{str(path)!r} is not a JSON object ({json.dumps(data)[:60]})")
+        for key in ("sweep", "env", "case_settings"):
+            if data.get(key) is None:
+                data.pop(key, None)
+            elif not isinstance(data[key], dict):
+                raise RecordError(f"{path}: field {key!r} is not an object")
+        min_effect = data.get("sweep", {}).get("min_effect")
+        if min_effect is not None and (
+            isinstance(min_effect, bool) or not isinstance(min_effect, int | float)
+        ):
+            raise RecordError(
+                f"{path}: field 'sweep.min_effect' is {json.dumps(min_effect)}; valid: a fraction"
+            )
+        return _build(cls, data, str(path))
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object run.json holds (the sweep writes it whole)."""
+        return {name: getattr(self, name) for name in _fields(RunFile)}
+
+    @property
+    def min_effect(self) -> float | None:
+        value = self.sweep.get("min_effect")
+        return float(value) if value is not None else None
+
+    @property
+    def looks(self) -> int:
+        """How many times an adaptive sweep looked at its verdicts (1: a fixed sweep)."""
+        return int(self.sweep.get("looks") or 1)
+
+
 # -- a row: one process of one case ---------------------------------------------------------------
 @dataclass(slots=True)
 class Row:
@@ -558,7 +620,7 @@ class VerdictFile:
                 values[key] = _build(ErrorControl, value, key)
             elif key != "leaks":  # derived from memory_growth
                 values[key] = value
-        return _build(cls, values, "verdicts.json")
+        return _build(cls, values, VERDICTS)
 
     def write(self, directory: str | Path, name: str = VERDICTS) -> Path:
         return write_json(Path(directory) / name, self.to_json())

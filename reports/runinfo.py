@@ -10,33 +10,19 @@ from pathlib import Path
 from typing import Any
 
 from reports import verdicts
-from reports.records import Row
+from reports.records import RecordError, Row, RunFile, UnreadableFile
 from reports.rows import RESULTS, SchemaError, first_row, process_of
 
 
-def run_info(directory: Path) -> dict[str, Any]:
-    """DIR/run.json ({} when there is none, or it is not JSON: the rows are the data); a
-    run.json whose parts have the wrong type is a SchemaError naming the field."""
-    path = directory / "run.json"
-    if not path.exists():
-        return {}
+def run_info(directory: Path) -> RunFile:
+    """DIR/run.json (empty when there is none, or it is not a JSON object: the rows are the
+    data); a run.json whose parts have the wrong type is a SchemaError naming the field."""
     try:
-        run = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError:
-        return {}
-    if not isinstance(run, dict):
-        return {}
-    for key in ("sweep", "env", "case_settings"):
-        if run.get(key) is not None and not isinstance(run[key], dict):
-            raise SchemaError(f"{path}: field {key!r} is not an object")
-    min_effect = (run.get("sweep") or {}).get("min_effect")
-    if min_effect is not None and (
-        isinstance(min_effect, bool) or not isinstance(min_effect, int | float)
-    ):
-        raise SchemaError(
-            f"{path}: field 'sweep.min_effect' is {json.dumps(min_effect)}; valid: a fraction"
-        )
-    return run
+        return RunFile.read(directory) or RunFile()
+    except UnreadableFile:
+        return RunFile()
+    except RecordError as err:
+        raise SchemaError(str(err)) from None
 
 
 def _pytest_benchmark(directory: Path) -> dict[str, Any] | None:
@@ -79,7 +65,7 @@ def _pytest_benchmark(directory: Path) -> dict[str, Any] | None:
     }
 
 
-def the_run(directory: Path, rows: list[Row], run: dict[str, Any]) -> dict[str, Any]:
+def the_run(directory: Path, rows: list[Row], run: RunFile) -> dict[str, Any]:
     """What the page says of the run as a whole: its settings and environment, its rows,
     where its time went, its failed and noisy processes, pytest-benchmark's figures."""
     ok_rows = [r for r in rows if r.ok]
@@ -90,8 +76,8 @@ def the_run(directory: Path, rows: list[Row], run: dict[str, Any]) -> dict[str, 
         "workload": first.workload,
         "has_sync": any("sync" in r.phases for r in ok_rows),
         "run": run,
-        "sweep": run.get("sweep") or {},
-        "env": {**(run.get("env") or {}), **first.env},
+        "sweep": run.sweep,
+        "env": {**run.env, **first.env},
         "first": first,
         "rows": len(rows),
         "ok_rows": len(ok_rows),
@@ -129,6 +115,6 @@ def wall_time(rows: list[Row]) -> dict[str, Any]:
     }
 
 
-def min_effect_of(run: dict[str, Any]) -> float:
-    value = (run.get("sweep") or {}).get("min_effect")
-    return float(value) if value is not None else verdicts.DEFAULT_MIN_EFFECT
+def min_effect_of(run: RunFile) -> float:
+    """The run's --min-effect (the default where run.json has none)."""
+    return run.min_effect if run.min_effect is not None else verdicts.DEFAULT_MIN_EFFECT

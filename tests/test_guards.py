@@ -224,14 +224,17 @@ def test_run_refuses_an_out_it_cannot_use(tmp_path, capsys):
     corrupt = write_run(tmp_path / "corrupt", [make_row("native")])
     (corrupt / "run.json").write_text("{not json")
     no_id = write_run(tmp_path / "noid", [make_row("native")])
-    (no_id / "run.json").write_text("[1]")
-    before = snapshot(old, corrupt, no_id)
+    (no_id / "run.json").write_text('{"created": "2026-12-02"}')
+    listed = write_run(tmp_path / "listed", [make_row("native")])
+    (listed / "run.json").write_text("[1]")
+    before = snapshot(old, corrupt, no_id, listed)
     cases = [
         (["--out", str(a_file)], "is a file; give a folder"),
         (["--out", str(a_file / "sub")], f"{str(a_file)!r} is a file, not a folder"),
         (["--out", str(old)], "already holds a run's results.jsonl"),
         (["--out", str(corrupt), "--resume"], "run.json' is not readable JSON"),
         (["--out", str(no_id), "--resume"], "run.json' has no 'run_id'"),
+        (["--out", str(listed), "--resume"], "run.json' is not a JSON object ([1])"),
     ]
     if Path("/proc").is_dir():  # a folder no one may create, even root: found at the mkdir
         cases.append((["--out", "/proc/zerograd-run", "--preset", "tiny"], "cannot write"))
@@ -240,7 +243,7 @@ def test_run_refuses_an_out_it_cannot_use(tmp_path, capsys):
         assert cli.main(["run", *quick, *argv]) == 2, argv
         line = one_line(capsys.readouterr().err)
         assert named in line, line
-    assert snapshot(old, corrupt, no_id) == before
+    assert snapshot(old, corrupt, no_id, listed) == before
     assert a_file.read_text() == "x"
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
-import json
 import os
 import re
 from pathlib import Path
@@ -19,6 +18,7 @@ from benches.sweep.outdir import UsageError, output_dir
 from benches.sweep.values import fraction, int_list, int_value, seconds
 from benches.workloads import protocol
 from benches.workloads.transformer import PRESETS
+from reports.records import RecordError, RunFile
 from reports.rows import spell
 from reports.verdicts import DEFAULT_MIN_EFFECT
 
@@ -631,10 +631,10 @@ def pinning(asked: bool | None, threads: int, world_size: int) -> bool:
 def resumed_pin(out: Path, default: bool) -> bool:
     """The pinning a run being resumed recorded: a run from before --pin was unpinned."""
     try:
-        recorded = json.loads((out / "run.json").read_text()).get("case_settings") or {}
-    except (OSError, ValueError, AttributeError):
+        run = RunFile.read(out)
+    except RecordError:
         return default
-    return bool(recorded.get("pin", False))
+    return bool(run.case_settings.get("pin", False)) if run else default
 
 
 def case_settings(sweep: Sweep) -> dict[str, Any]:
@@ -650,12 +650,14 @@ def case_settings(sweep: Sweep) -> dict[str, Any]:
 def same_settings(sweep: Sweep) -> None:
     """--resume with other settings than the run's would mix cases: a usage error naming one."""
     try:
-        run = json.loads((sweep.out / "run.json").read_text())
-    except (OSError, ValueError):
+        run = RunFile.read(sweep.out)
+    except RecordError:
         return
-    recorded = {**(run.get("case_settings") or {})}
-    if "min_effect" in (run.get("sweep") or {}):
-        recorded["min_effect"] = run["sweep"]["min_effect"]
+    if run is None:
+        return
+    recorded = {**run.case_settings}
+    if "min_effect" in run.sweep:
+        recorded["min_effect"] = run.sweep["min_effect"]
     mine = {**case_settings(sweep), "min_effect": sweep.min_effect}
     for name, value in recorded.items():
         if name in mine and value != mine[name]:

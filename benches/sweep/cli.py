@@ -35,6 +35,7 @@ from benches.sweep.arguments import (
     resolve,
 )
 from benches.sweep.outdir import DEFAULT_RUNS
+from reports.records import RUN, RunFile
 from reports.rows import case_key
 
 __all__ = ["CONTROL_PROCESSES", "build_parser", "cases", "main", "resolve"]
@@ -258,26 +259,27 @@ def start_run(sweep: Sweep) -> tuple[str, set[tuple]]:
 
 def open_run(sweep: Sweep) -> tuple[str, set[tuple]]:
     sweep.out.mkdir(parents=True, exist_ok=True)
-    run_file = sweep.out / "run.json"
+    run_file = sweep.out / RUN
     done: set[tuple] = set()
-    if sweep.resume and run_file.exists():
-        run_id = json.loads(run_file.read_text())["run_id"]
+    recorded = RunFile.read(sweep.out) if sweep.resume else None  # outdir.resumable checked it
+    if recorded is not None and recorded.run_id:
+        run_id = recorded.run_id
         done = {(case_key(r), r.round) for r in results.read(sweep.out) if r.ok}
     else:
         run_id = uuid.uuid4().hex[:12]
         write_whole(
             run_file,
             json.dumps(
-                {
-                    "run_id": run_id,
-                    "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-                    "sweep": {
+                RunFile(
+                    run_id=run_id,
+                    created=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+                    sweep={
                         k: str(v) if isinstance(v, Path) else v
                         for k, v in dataclasses.asdict(sweep).items()
                     },
-                    "case_settings": case_settings(sweep),
-                    "env": {**envinfo.environment(sweep.device), **envinfo.git_state()},
-                },
+                    case_settings=case_settings(sweep),
+                    env={**envinfo.environment(sweep.device), **envinfo.git_state()},
+                ).to_json(),
                 indent=1,
             ),
         )

@@ -4,11 +4,11 @@ and a run.json that --resume can read. Checked where --out is parsed (one-line U
 from __future__ import annotations
 
 import datetime
-import json
 import os
 from pathlib import Path
 
 from benches.engine import envinfo, results
+from reports.records import RUN, RecordError, RunFile
 
 DEFAULT_RUNS = envinfo.ROOT / "reports" / "runs"
 
@@ -62,21 +62,10 @@ def resumable(out: Path) -> None:
     """--resume into a folder that holds a run: its rows, and a readable run.json if any."""
     if not (out / results.RESULTS).exists():
         raise UsageError(f"--resume: {str(out)!r} holds no {results.RESULTS} to resume")
-    run_file = out / "run.json"
-    if not run_file.exists():
-        return
+    advice = "restore it, or delete it to resume under a new run id"
     try:
-        run = json.loads(run_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise UsageError(
-            f"--resume: {str(run_file)!r} is not readable JSON ({err}); restore it, or delete it "
-            "to resume under a new run id"
-        ) from None
-    if not isinstance(run, dict) or not isinstance(run.get("run_id"), str):
-        raise UsageError(
-            f"--resume: {str(run_file)!r} has no 'run_id'; restore it, or delete it to resume "
-            "under a new run id"
-        )
-    for key in ("case_settings", "sweep"):
-        if run.get(key) is not None and not isinstance(run[key], dict):
-            raise UsageError(f"--resume: {str(run_file)!r}: field {key!r} is not an object")
+        run = RunFile.read(out)
+    except RecordError as err:
+        raise UsageError(f"--resume: {err}; {advice}") from None
+    if run is not None and not isinstance(run.run_id, str):
+        raise UsageError(f"--resume: {str(out / RUN)!r} has no 'run_id'; {advice}")
