@@ -20,8 +20,9 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from reports.records import RUN, VERDICTS
+from reports.records import RUN
 from reports.rows import RESULTS
+from reports.verdict_records import VERDICTS
 from reports.verdicts import DEFAULT_MIN_EFFECT
 
 PROG = "python -m reports"
@@ -106,7 +107,7 @@ def protected(directories: list[Path]) -> dict[Path, str]:
 
 def compare_out(dir_a: Path, dir_b: Path, given: Path | None) -> Path:
     """--out checked: a writable page that overwrites none of either run's files."""
-    from reports.records import COMPARE
+    from reports.verdict_records import COMPARE
 
     out = given if given is not None else dir_b / "compare.html"
     if out.is_dir():

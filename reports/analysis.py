@@ -22,7 +22,7 @@ from reports.recipe import (
     recipe,
     settings_table,
 )
-from reports.records import RunFile, VerdictFile
+from reports.records import RunFile
 from reports.rows import pooled, read, strategy_order
 from reports.runinfo import min_effect_of, run_info, the_run
 from reports.tables import (
@@ -34,6 +34,7 @@ from reports.tables import (
     main_flavour,
     timelines,
 )
+from reports.verdict_records import VerdictFile
 
 
 def judge_sweep(entries, run: RunFile, main: dict[str, Any]) -> tuple[VerdictFile, VerdictFile]:

@@ -8,8 +8,9 @@ import math
 from typing import Any
 
 from reports import leaks, stats, verdicts
-from reports.records import Entry, Growth, RunFile, VerdictFile
+from reports.records import Entry, RunFile
 from reports.rows import memory_note, strategy_order
+from reports.verdict_records import Growth, VerdictFile
 
 
 def default_case(run: RunFile, entries: list[Entry]) -> tuple[int, int] | None:

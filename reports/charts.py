@@ -16,7 +16,7 @@ from typing import Any
 import matplotlib
 from matplotlib.figure import Figure
 
-from reports.records import Comparison
+from reports.verdict_records import Comparison
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
 LINESTYLES = ("-", "--", "-.", ":")

@@ -21,17 +21,17 @@ from typing import Any
 
 from reports import charts, leaks, runinfo, stats, verdicts
 from reports.build import environment
-from reports.records import (
+from reports.records import Entry
+from reports.rows import PHASES, SWEEP_IDENTITY, first_row, pooled, read, strategy_order
+from reports.verdict_records import (
     WORDS,
     BetweenRuns,
     CompareFile,
-    Entry,
     GroupNoise,
     Resolution,
     RunComparison,
     RunRef,
 )
-from reports.rows import PHASES, SWEEP_IDENTITY, first_row, pooled, read, strategy_order
 
 
 class CompareError(ValueError):

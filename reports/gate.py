@@ -19,14 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from reports import leaks
-from reports.records import (
+from reports.records import RecordError
+from reports.verdict_records import (
     COMPARE,
     VERDICTS,
     WORDS,
     CompareFile,
     Comparison,
     Growth,
-    RecordError,
     VerdictFile,
 )
 from reports.verdicts import METRICS, ratio_text

@@ -9,8 +9,9 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from reports.records import Entry, Row, VerdictFile
+from reports.records import Entry, Row
 from reports.rows import accepted, strategy_order
+from reports.verdict_records import VerdictFile
 
 
 def main_precision(entries) -> str:

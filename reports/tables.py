@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from reports import leaks, profile, stats, targets, verdicts
-from reports.records import Entry, Row, VerdictFile
+from reports.records import Entry, Row
 from reports.rows import REFERENCE, memory_note, strategy_order
+from reports.verdict_records import VerdictFile
 
 
 def _median(values: list[float]) -> float | None:

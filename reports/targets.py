@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from reports import rows, verdicts
-from reports.records import Comparison, Entry, Paired, VerdictFile
+from reports.records import Entry, Paired
+from reports.verdict_records import Comparison, VerdictFile
 
 OVERHEAD_MAX, OVERHEAD_CI_MAX = 1.03, 1.05
 GLOBAL_GROWTH_MIN, BLOCK_GROWTH_MAX = 1.5, 1.2

@@ -45,19 +45,16 @@ from itertools import combinations
 from typing import Any
 
 from reports import leaks, stats
-from reports.records import (
-    CaseNoise,
+from reports.records import CaseNoise, Entry, Paired, Row
+from reports.rows import LOOP_SAMPLES, process_of, spell
+from reports.verdict_records import (
     CaseOverhead,
     Comparison,
-    Entry,
     ErrorControl,
     GroupNoise,
     LoopComparison,
-    Paired,
-    Row,
     VerdictFile,
 )
-from reports.rows import LOOP_SAMPLES, process_of, spell
 
 METRICS = ("window", "peak_memory", "held_memory")
 MEMORY_KEYS = {"peak_memory": "peak_bytes", "held_memory": "held_bytes"}

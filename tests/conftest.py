@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 import strategies
-from reports import records
+from reports import verdict_records
 
 # a sweep that tests the sweep's mechanics, not verdicts: tiny, few pairs, no extra processes
 QUICK = [
@@ -167,7 +167,7 @@ def real_sweep(tmp_path_factory) -> Path:
 def planted_factor(sweep: Path) -> float:
     """A slowdown well beyond the sweep's resolution: 2x, or more on a machine so busy that
     its resolution hides 2x (the smallest difference the sweep can tell apart)."""
-    judged = json.loads((sweep / records.VERDICTS).read_text())
+    judged = json.loads((sweep / verdict_records.VERDICTS).read_text())
     return max(2.0, 2 * (1 + max(f["resolution"] for f in judged["noise_floor"])))
 
 

@@ -22,7 +22,7 @@ from synthetic import (
     SECTIONS,
 )
 
-from reports import analysis, build, charts, records, verdicts
+from reports import analysis, build, charts, verdict_records, verdicts
 
 
 def test_report_renders_in_chromium(real_sweep, browser, tmp_path):
@@ -47,7 +47,7 @@ def test_report_renders_in_chromium(real_sweep, browser, tmp_path):
     answer = browser.find_element("id", "answer").text
     assert "Fastest:" in answer and "Leanest:" in answer and "resolution" in answer
     # the verdicts section shows, visibly, the word verdicts.json gives each comparison here
-    judged = json.loads((real_sweep / records.VERDICTS).read_text())
+    judged = json.loads((real_sweep / verdict_records.VERDICTS).read_text())
     k, n = analysis.report(real_sweep)["default"]
     here = [c for c in judged["comparisons"] if (c["k"], c["n"]) == (k, n)]
     assert len(here) == SWEEP_PAIRS * len(verdicts.METRICS)
@@ -88,7 +88,7 @@ def test_compare_page_renders_in_chromium(real_sweep, slower_sweep, browser, tmp
     assert done.returncode == 0, done.stderr
     page = slower_sweep / "compare.html"
     assert done.stdout.strip() == str(page)
-    result = json.loads((slower_sweep / records.COMPARE).read_text())
+    result = json.loads((slower_sweep / verdict_records.COMPARE).read_text())
     windows = [c for c in result["comparisons"] if c["metric"] == "window"]
     lazy = [c for c in windows if c["strategy"] == "lazy"]
     assert len(lazy) == 2

@@ -514,7 +514,7 @@ def test_ddp_with_one_rank_wraps_the_model_in_ddp(tmp_path):
 @pytest.mark.slow
 def test_recipe_options_and_settings_compared_are_recorded_and_judged(tmp_path):
     from benches.engine import training
-    from reports import records
+    from reports import verdict_records
 
     out = tmp_path / "run"
     done = sweep(
@@ -549,7 +549,7 @@ def test_recipe_options_and_settings_compared_are_recorded_and_judged(tmp_path):
     judged = json.loads((out / "verdicts.json").read_text())
     assert len(judged["settings"]) == 2
     assert {s["a"] for s in judged["settings"]} == {"precision=bf16"}
-    assert {s["verdict"] for s in judged["settings"]} <= set(records.WORDS)
+    assert {s["verdict"] for s in judged["settings"]} <= set(verdict_records.WORDS)
     (c,) = {(c["a"], c["b"]) for c in judged["comparisons"]}
     assert set(c) == {"native", "native:set_to_none=false"}
     assert judged["comparisons"][0]["case"]["precision"] == "bf16"

@@ -16,7 +16,7 @@ from synthetic import (
     write_run,
 )
 
-from reports import compare, records, stats, verdicts
+from reports import compare, stats, verdict_records, verdicts
 from reports.__main__ import main as reports_main
 
 
@@ -33,9 +33,13 @@ def test_compare_finds_a_planted_slowdown(tmp_path):
     b = write_run(tmp_path / "b", [*slower, make_row("foreach")])
     assert reports_main(["compare", str(a), str(b)]) == 0
     assert (b / "compare.html").is_file()
-    result = json.loads((b / records.COMPARE).read_text())  # beside the page, in B's directory
-    assert result["schema_version"] == records.VERDICTS_SCHEMA_VERSION
-    assert records.CompareFile.from_json(result).to_json() == result  # its one reader and writer
+    result = json.loads(
+        (b / verdict_records.COMPARE).read_text()
+    )  # beside the page, in B's directory
+    assert result["schema_version"] == verdict_records.VERDICTS_SCHEMA_VERSION
+    assert (
+        verdict_records.CompareFile.from_json(result).to_json() == result
+    )  # its one reader and writer
     assert result["min_effect"] == verdicts.DEFAULT_MIN_EFFECT
     assert all(f["resolution"] is not None for f in result["resolution"])
     assert {c["verdict"] for c in result["comparisons"]} <= set(WORDS)

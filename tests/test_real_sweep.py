@@ -13,7 +13,7 @@ from synthetic import (
     rows_of,
 )
 
-from reports import analysis, compare, records, verdicts
+from reports import analysis, compare, records, verdict_records, verdicts
 from reports.rows import SCHEMA_VERSION
 
 
@@ -28,7 +28,7 @@ def test_real_sweep_rows_and_verdicts(real_sweep):
         assert len(row["samples"]["window"]) == len(row["samples"]["plain_window"]) == 6
         assert row["memory"]["held_bytes"] >= 0 and row["memory"]["peak_bytes"] > 0
         assert row["grad_check"]["ok"] and row["grad_check"]["windows"] >= 2
-    judged = json.loads((real_sweep / records.VERDICTS).read_text())
+    judged = json.loads((real_sweep / verdict_records.VERDICTS).read_text())
     assert len(judged["noise_floor"]) == 2
     assert all(f["measured"] and f["resolution"] is not None for f in judged["noise_floor"])
     assert len(judged["comparisons"]) == 2 * SWEEP_PAIRS * len(verdicts.METRICS)
@@ -99,7 +99,7 @@ def test_recipe_sweep_shows_every_precision_and_the_settings_compared(recipe_swe
     )
     for e in errors.values():
         assert e["check_ok"] and e["tolerance"] >= e["accumulation"]["max_rel"], e
-    judged = json.loads((out / records.VERDICTS).read_text())
+    judged = json.loads((out / verdict_records.VERDICTS).read_text())
     settings = judged["settings"]
     assert {(c["case"]["precision"], c["k"], c["a"], c["b"]) for c in settings} == {
         (p, k, f"precision={p}", "precision=bf16-autocast")

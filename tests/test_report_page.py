@@ -26,7 +26,7 @@ from synthetic import (
     write_run,
 )
 
-from reports import analysis, build, charts, records, verdicts
+from reports import analysis, build, charts, verdict_records, verdicts
 from reports.__main__ import main as reports_main
 from reports.rows import SCHEMA_VERSION, read, strategy_order
 
@@ -149,8 +149,8 @@ def test_default_case_is_the_sweeps_first_k_and_no_ballast(tmp_path):
 def test_verdicts_json_is_written_and_the_page_shows_what_it_says(tmp_path):
     directory = write_run(tmp_path / "run", standard_rows())
     html = build.build(directory).read_text()
-    judged = json.loads((directory / records.VERDICTS).read_text())
-    assert judged["schema_version"] == records.VERDICTS_SCHEMA_VERSION
+    judged = json.loads((directory / verdict_records.VERDICTS).read_text())
+    assert judged["schema_version"] == verdict_records.VERDICTS_SCHEMA_VERSION
     assert judged["min_effect"] == verdicts.DEFAULT_MIN_EFFECT
     pairs = len(list(combinations(OVERHEADS, 2)))
     assert len(judged["comparisons"]) == 4 * pairs * len(verdicts.METRICS)  # 4 (K, N), 3 metrics
@@ -182,7 +182,7 @@ def test_verdicts_json_is_written_and_the_page_shows_what_it_says(tmp_path):
     report = analysis.report(directory)
     lead = report["answer"]["fastest"]["lead"]
     stored = verdicts.lookup(
-        records.VerdictFile.from_json(judged), "lazy", "native", 1, 0, "window"
+        verdict_records.VerdictFile.from_json(judged), "lazy", "native", 1, 0, "window"
     )
     assert lead.verdict == stored.verdict
     assert lead.ci_low == pytest.approx(stored.ci_low)

@@ -11,7 +11,8 @@ from synthetic import as_row, standard_rows
 from synthetic import entry as entry_of
 
 from reports import stats, verdicts
-from reports.records import FLIP, Comparison, Paired
+from reports.records import Paired
+from reports.verdict_records import FLIP, Comparison
 
 
 @pytest.mark.parametrize(
@@ -333,8 +334,9 @@ def test_verdicts_json_is_read_and_written_by_its_record_key_for_key():
     misspelled field fails at once, in a file and on a record."""
     import json
 
-    from reports.records import RecordError, VerdictFile, finite
+    from reports.records import RecordError, finite
     from reports.rows import pooled
+    from reports.verdict_records import VerdictFile
 
     entries = list(pooled(map(as_row, standard_rows(ks=(1,)))).values())
     data = json.loads(json.dumps(finite(verdicts.verdicts(entries, 0.02).to_json())))

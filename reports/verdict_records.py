@@ -1,0 +1,451 @@
+"""The typed records of what the report judged, and the one reader and writer of each file.
+
+    Entry (reports.records) --verdicts--> GroupNoise, Comparison, CaseOverhead, Growth
+        --> VerdictFile (verdicts.json)
+    two runs' entries --compare--> RunComparison --> CompareFile (compare.json)
+
+A field's meaning is written where the field is defined, here; an attribute that does not exist
+is an AttributeError at once (slots). Each file's ``from_json`` reads it (an unknown or missing
+field is a one-line ``RecordError``; ``gate`` only checks a file's shape first, for its one-line
+errors) and its ``to_json``/``write`` writes it. K and N are ``k`` and ``n``.
+
+This module imports only the standard library and ``reports.records``; the rules that fill the
+records are in ``reports.verdicts`` (words), ``reports.leaks`` (growth) and ``reports.compare``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Self
+
+from reports.records import Paired, RecordError, build, field_names, write_json
+
+VERDICTS_SCHEMA_VERSION = 1  # of verdicts.json and compare.json (rows: rows.SCHEMA_VERSION)
+VERDICTS = "verdicts.json"
+COMPARE = "compare.json"
+WORDS = ("lower", "higher", "same", "unclear")
+FLIP = {"lower": "higher", "higher": "lower", "same": "same", "unclear": "unclear"}
+
+
+# -- comparisons ----------------------------------------------------------------------------------
+# a time comparison's test; ``paired`` where its processes measured both sides (engine.rotation)
+TEST = ("log", "se", "df", "p", "ci90_low", "ci90_high", "processes", "paired")
+HEAD = ("a", "b", "k", "n", "case", "metric", "ratio", "ci_low", "ci_high", "significant")
+HEAD += ("verdict", "confidence", "method")
+
+
+@dataclass(slots=True)
+class Comparison:
+    """a against b on one metric: the ratio a / b, its interval and its verdict word.
+
+    Strategy against strategy in one group of a sweep (verdicts.json's ``comparisons``); the
+    subclasses below are a case's loop against its other loop, and run B against run A. A time
+    comparison (metric ``window``) is decided in two steps: its test (``stats.contrast``) when
+    it is made, its word once the sweep's p-values are adjusted together
+    (``verdicts.decide_time`` sets ``q``, ``significant`` and ``verdict``); a memory comparison
+    is exact and decided when made."""
+
+    a: str  # the strategy (or loop, or run) on top of the ratio
+    b: str
+    k: int  # accumulation steps K
+    n: int  # unrelated live tensors N
+    case: dict[str, Any]  # the swept settings both sides share (verdicts.case_fields)
+    metric: str  # window, peak_memory or held_memory
+    ratio: float | None = None  # a / b; None when a side has no figure
+    ci_low: float | None = None  # the 95% interval (bounds where confidence is None)
+    ci_high: float | None = None
+    significant: bool = False  # time: q < alpha over the sweep; memory: the figures differ
+    verdict: str = "unclear"  # lower, higher, same or unclear (records.WORDS)
+    confidence: float | None = None
+    method: str | None = None  # how the interval (or the exact figure) was made
+    # a time comparison's test: the log estimate, its standard error and df, p (t-test of
+    # ratio 1), the 90% interval (same: two one-sided tests) and each side's processes
+    log: float | None = None
+    se: float | None = None
+    df: float | None = None
+    p: float | None = None
+    ci90_low: float | None = None
+    ci90_high: float | None = None
+    processes: list[int] | None = None
+    # True: the two sides' figures differenced process by process, in the processes that
+    # measured both (stats.paired_contrast); None: an unpaired contrast
+    paired: bool | None = None
+    noisy: bool = False  # a side ran under CPU pressure (verdicts.case_noise)
+    q: float | None = None  # time: p adjusted over the sweep (Benjamini-Hochberg)
+
+    @property
+    def timed(self) -> bool:
+        return self.metric == "window"
+
+    def measured(self, result: dict[str, Any]) -> Self:
+        """Take a measurement's figures (``stats.contrast``, ``stats.widened``,
+        ``verdicts.decide_exact``): a figure it does not give keeps its value here."""
+        for key, value in result.items():
+            setattr(self, key, value)
+        return self
+
+    def inverted(self) -> Self:
+        """b against a: the ratio and its interval inverted, the word mirrored."""
+
+        def inv(x):
+            return 1 / x if x else None
+
+        return dataclasses.replace(
+            self,
+            a=self.b,
+            b=self.a,
+            ratio=inv(self.ratio),
+            ci_low=inv(self.ci_high),
+            ci_high=inv(self.ci_low),
+            verdict=FLIP[self.verdict],
+        )
+
+    def test(self) -> dict[str, Any]:
+        """A time comparison's test as the files hold it (``se``, ``df`` and the 90% interval
+        only where an interval was made); nothing for a memory comparison."""
+        if not self.timed:
+            return {}
+        return {
+            key: getattr(self, key)
+            for key in TEST
+            if key in ("log", "p", "processes") or getattr(self, key) is not None
+        }
+
+    def _json(self, order: tuple[str, ...]) -> dict[str, Any]:
+        """The fields in ``order`` (``test``: the test's keys); ``q`` only for time."""
+        out: dict[str, Any] = {}
+        for key in order:
+            if key == "test":
+                out.update(self.test())
+            elif key != "q" or self.timed:
+                out[key] = getattr(self, key)
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        """verdicts.json's strategy comparison: a time comparison has its test and ``q``."""
+        return self._json((*HEAD, "test", "noisy", "q"))
+
+    @classmethod
+    def from_json(cls, data: Any, what: str = "a comparison") -> Self:
+        """Every key ``to_json`` always writes must be there (a verdict is never defaulted)."""
+        return build(cls, data, what, (*HEAD, "noisy", *cls.EXTRA))
+
+    EXTRA: ClassVar[tuple[str, ...]] = ()  # the subclass's keys, always written
+
+
+@dataclass(slots=True)
+class LoopComparison(Comparison):
+    """A case's loop against another loop of the same strategy, paired in each of its
+    processes: ``grad_sync`` (a = its flavour, b = every) or ``settings`` (a = its setting,
+    b = the ``--compare-settings`` one); verdicts.json's ``grad_sync`` and ``settings``."""
+
+    strategy: str = ""  # the case's strategy label
+    pairs: int = 0  # paired windows of the two loops over the case's processes
+    EXTRA: ClassVar[tuple[str, ...]] = ("strategy", "pairs")
+
+    def to_json(self) -> dict[str, Any]:
+        order = ("strategy", "k", "n", "a", "b", "case", "metric", "ratio", "ci_low", "ci_high")
+        order += ("confidence", "test", "method", "pairs", "verdict", "noisy", "q", "significant")
+        return self._json(order)
+
+
+@dataclass(slots=True)
+class RunComparison(Comparison):
+    """Run B's case against run A's same case (compare.json): a = ``B:strategy``."""
+
+    strategy: str = ""  # the case's strategy (a precision other than fp32: ``name @bf16``)
+    resolution: float | None = None  # the case's group's resolution (verdicts.GroupNoise)
+    EXTRA: ClassVar[tuple[str, ...]] = ("strategy", "resolution")
+
+    def to_json(self) -> dict[str, Any]:
+        return self._json(("strategy", *HEAD, "test", "noisy", "resolution", "q"))
+
+
+# -- a group's noise, a case's overhead, a case's growth ------------------------------------------
+@dataclass(frozen=True, slots=True)
+class GroupNoise:
+    """The variance between processes of a group of cases that run the same loop (K, N and
+    the settings in ``case``; verdicts.group_key), and what it lets the sweep tell apart."""
+
+    k: int
+    n: int
+    case: dict[str, Any]
+    processes: int  # the group's processes, over its strategies
+    strategies: int
+    processes_per_strategy: float  # the median
+    sd: float | None  # between processes, as a fraction of the ratio
+    df: int  # of the variance (0: none measured, nothing borrowed)
+    pooled_from: list[list[int]]  # [K, N] of the groups the variance was borrowed from
+    measured: bool  # df > 0
+    resolution: float | None  # the smallest difference the sweep could call (stats.resolution)
+    memory: dict[str, float]  # per memory metric: the largest spread between identical loops
+    # where the resolution came from when not from sd: "N paired comparisons" (their median
+    # half-width, verdicts.paired_resolution)
+    resolution_from: str | None = None
+    variance: float | None = None  # of one process's log figure (not in the file: sd holds it)
+
+    def to_json(self) -> dict[str, Any]:
+        return {key: getattr(self, key) for key in field_names(GroupNoise) if key != "variance"}
+
+    @classmethod
+    def from_json(cls, data: Any, what: str = "a noise_floor entry") -> GroupNoise:
+        noise = build(cls, data, what)
+        variance = math.log1p(noise.sd) ** 2 if noise.sd is not None else None
+        return dataclasses.replace(noise, variance=variance)
+
+
+@dataclass(frozen=True, slots=True)
+class CaseOverhead:
+    """A case's paired ratio in verdicts.json's ``overheads``."""
+
+    strategy: str
+    k: int
+    n: int
+    case: dict[str, Any]
+    paired: Paired
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "strategy": self.strategy,
+            "k": self.k,
+            "n": self.n,
+            "case": self.case,
+            **self.paired.to_json(),
+        }
+
+    @classmethod
+    def from_json(cls, data: Any, what: str = "an overheads entry") -> CaseOverhead:
+        head = ("strategy", "k", "n", "case")
+        if not isinstance(data, dict) or not all(key in data for key in head):
+            raise RecordError(f"{what} has no {', '.join(head)}")
+        paired = build(Paired, {k: v for k, v in data.items() if k not in head}, what)
+        return cls(**{key: data[key] for key in head}, paired=paired)
+
+
+GROWTH = (  # a measured growth verdict's figures, bytes per window (reports.leaks)
+    "growth_bytes_per_window",
+    "plain_growth_bytes_per_window",
+    "strategy_growth_bytes_per_window",
+    "excess_bytes_per_window",
+    "windows",
+    "plain_windows",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Growth:
+    """A case's memory growth per window and its word (``reports.leaks``): ``leaks``,
+    ``steady``, or ``unmeasured`` (then no figure)."""
+
+    strategy: str
+    k: int
+    n: int
+    case: dict[str, Any]  # grad_sync and precision
+    processes: int  # processes with a measured growth
+    measure: str | None  # what was read: malloc_in_use, cuda_allocated or rss
+    verdict: str
+    growth_bytes_per_window: float | None = None  # a timed pair's growth, median
+    plain_growth_bytes_per_window: float | None = None  # the plain loop's windows alone
+    strategy_growth_bytes_per_window: float | None = None  # a pair less a plain window
+    excess_bytes_per_window: float | None = None  # the strategy's beyond the plain loop's
+    windows: int | None = None  # the fewest timed pairs a process measured
+    plain_windows: int | None = None
+
+    @property
+    def leaks(self) -> bool:
+        return self.verdict == "leaks"
+
+    def to_json(self) -> dict[str, Any]:
+        keys = field_names(Growth)
+        if self.verdict == "unmeasured":
+            keys = tuple(key for key in keys if key not in GROWTH)
+        return {key: getattr(self, key) for key in keys}
+
+    @classmethod
+    def from_json(cls, data: Any, what: str = "a growth verdict") -> Growth:
+        return build(cls, data, what)
+
+
+# -- the files ------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class ErrorControl:
+    """How the error rate is controlled over a sweep's time comparisons."""
+
+    method: str
+    alpha: float
+    looks: int  # how often an adaptive sweep looked at its data
+    alpha_per_look: float
+    comparisons: int  # time comparisons in the family
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(slots=True)
+class VerdictFile:
+    """verdicts.json: every verdict of one sweep (the HTML shows what it says)."""
+
+    min_effect: float  # the smallest difference that matters (--min-effect)
+    noise_floor: list[GroupNoise]  # per group
+    noise_floor_method: str
+    noisy_by: list[str]  # the signals that judged cases noisy: psi, involuntary_switches, none
+    rule: str  # the verdict rule, in words
+    error_control: ErrorControl
+    overheads: list[CaseOverhead]  # each case's paired ratio to the plain loop
+    comparisons: list[Comparison]  # strategy against strategy, every group and metric
+    grad_sync: list[LoopComparison]  # each case's flavour against every (ranks)
+    settings: list[LoopComparison]  # each case's setting against --compare-settings'
+    memory_growth: list[Growth]  # every case's
+    leak_rule: str
+    schema_version: int = VERDICTS_SCHEMA_VERSION
+
+    @property
+    def leaks(self) -> list[Growth]:
+        return [g for g in self.memory_growth if g.leaks]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema_version": self.schema_version,
+            "min_effect": self.min_effect,
+            "noise_floor": [g.to_json() for g in self.noise_floor],
+            "noise_floor_method": self.noise_floor_method,
+            "noisy_by": self.noisy_by,
+            "rule": self.rule,
+            "error_control": self.error_control.to_json(),
+            "overheads": [o.to_json() for o in self.overheads],
+            "comparisons": [c.to_json() for c in self.comparisons],
+            "grad_sync": [c.to_json() for c in self.grad_sync],
+            "settings": [c.to_json() for c in self.settings],
+            "memory_growth": [g.to_json() for g in self.memory_growth],
+            "leaks": [g.to_json() for g in self.leaks],
+            "leak_rule": self.leak_rule,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> VerdictFile:
+        if not isinstance(data, dict):
+            raise RecordError("verdicts.json is not an object")
+        lists = {
+            "noise_floor": GroupNoise,
+            "overheads": CaseOverhead,
+            "comparisons": Comparison,
+            "grad_sync": LoopComparison,
+            "settings": LoopComparison,
+            "memory_growth": Growth,
+        }
+        values: dict[str, Any] = {}
+        for key, value in data.items():
+            if key in lists:
+                values[key] = [
+                    lists[key].from_json(x, f"{key}[{i}]") for i, x in enumerate(_list(value, key))
+                ]
+            elif key == "error_control":
+                values[key] = build(ErrorControl, value, key)
+            elif key != "leaks":  # derived from memory_growth
+                values[key] = value
+        return build(cls, values, VERDICTS)
+
+    def write(self, directory: str | Path, name: str = VERDICTS) -> Path:
+        return write_json(Path(directory) / name, self.to_json())
+
+
+def _list(value: Any, key: str) -> list:
+    if not isinstance(value, list):
+        raise RecordError(f"{key!r} is not a list")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class RunRef:
+    """One run of a comparison of two runs: where it is, its id, its commit."""
+
+    directory: str
+    run_id: str
+    commit: str
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    """The resolution at K, N (the groups' there)."""
+
+    k: int
+    n: int
+    resolution: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class BetweenRuns:
+    """The variance of a case's figure between two runs (``stats.between_runs``)."""
+
+    variance: float | None
+    sd: float | None
+    df: int
+    cases: int  # the time comparisons it was measured from
+    rule: str
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(slots=True)
+class CompareFile:
+    """compare.json: run B's cases against run A's (the compare page shows what it says)."""
+
+    a: RunRef
+    b: RunRef
+    min_effect: float
+    resolution: list[Resolution]
+    rule: str
+    between_runs: BetweenRuns
+    comparisons: list[RunComparison]
+    leaks: list[Growth]  # run B's cases that keep memory window after window
+    leak_rule: str
+    schema_version: int = VERDICTS_SCHEMA_VERSION
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema_version": self.schema_version,
+            "a": self.a.to_json(),
+            "b": self.b.to_json(),
+            "min_effect": self.min_effect,
+            "resolution": [r.to_json() for r in self.resolution],
+            "rule": self.rule,
+            "between_runs": self.between_runs.to_json(),
+            "comparisons": [c.to_json() for c in self.comparisons],
+            "leaks": [g.to_json() for g in self.leaks],
+            "leak_rule": self.leak_rule,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> CompareFile:
+        if not isinstance(data, dict):
+            raise RecordError("compare.json is not an object")
+        parts = {
+            "a": lambda v: build(RunRef, v, "a"),
+            "b": lambda v: build(RunRef, v, "b"),
+            "resolution": lambda v: [
+                build(Resolution, x, f"resolution[{i}]") for i, x in enumerate(_list(v, "r"))
+            ],
+            "between_runs": lambda v: build(BetweenRuns, v, "between_runs"),
+            "comparisons": lambda v: [
+                RunComparison.from_json(x, f"comparisons[{i}]")
+                for i, x in enumerate(_list(v, "comparisons"))
+            ],
+            "leaks": lambda v: [
+                Growth.from_json(x, f"leaks[{i}]") for i, x in enumerate(_list(v, "leaks"))
+            ],
+        }
+        values = {key: parts[key](v) if key in parts else v for key, v in data.items()}
+        return build(cls, values, "compare.json")
+
+    def write(self, directory: str | Path, name: str = COMPARE) -> Path:
+        return write_json(Path(directory) / name, self.to_json())
