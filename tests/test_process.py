@@ -15,7 +15,8 @@ import pytest
 
 from benches.engine import envinfo, process
 from benches.sweep import tree
-from benches.sweep.arguments import UsageError, build_parser, resolve
+from benches.sweep.arguments import UsageError, resolve
+from benches.sweep.options import build_parser
 from reports import verdicts
 from reports.records import CaseNoise, Row
 

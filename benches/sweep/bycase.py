@@ -1,6 +1,6 @@
 """One case by hand, in this process: ``python -m benches case --strategy NAME --out DIR ...``.
 
-The flags are the sweep's (``arguments.sweep_options``), with one value each, so that a case run
+The flags are the sweep's (``options.sweep_options``), with one value each, so that a case run
 by hand (e.g. as the ranks of ``torchrun`` across machines) is spelled and identified as a
 sweep's case and its row pools with a sweep's. Every rank measures; rank 0 appends the row.
 """

@@ -30,10 +30,10 @@ from benches.sweep.arguments import (
     EXCEPTION_LINE,
     Sweep,
     UsageError,
-    build_parser,
     case_settings,
     resolve,
 )
+from benches.sweep.options import build_parser
 from benches.sweep.outdir import DEFAULT_RUNS
 from reports.records import RUN, RunFile
 from reports.rows import case_key
