@@ -17,7 +17,7 @@ from synthetic import as_row, make_row
 
 from benches.engine.rotation import PLAIN, rotation, timed_rounds
 from benches.engine.spec import CaseSpec
-from benches.sweep.cli import round_specs
+from benches.sweep.budget import round_specs
 from reports import verdicts
 from reports.rows import pooled
 
@@ -153,7 +153,7 @@ def test_the_paired_interval_called_95_percent_covers_the_truth_95_percent_of_th
 def test_a_process_is_expected_to_take_as_long_as_its_kind_took_so_far():
     """The budget's deadline judges a process by its own kind: a rotated K=4 process by the
     rotated K=4 ones before it, never by global's short ones alone."""
-    from benches.sweep.cli import expected_wall, wall_kind
+    from benches.sweep.budget import expected_wall, wall_kind
 
     rotated = dataclasses.replace(_spec("native"), accumulate=4, rotation=["native", "block"])
     alone = dataclasses.replace(_spec("global"), accumulate=4)

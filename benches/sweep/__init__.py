@@ -1,2 +1,2 @@
-"""The sweep's CLI: ``python -m benches run`` and ``case`` (options, arguments, values, cli, bycase,
-summary, outdir, zygote, tree). Imports the engine."""
+"""The sweep's CLI: ``python -m benches run`` and ``case`` (options, arguments, values,
+cli, launch, budget, bycase, summary, outdir, zygote, tree). Imports the engine."""

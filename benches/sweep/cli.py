@@ -12,8 +12,6 @@ import json
 import os
 import random
 import signal
-import statistics
-import subprocess
 import sys
 import time
 import uuid
@@ -24,15 +22,24 @@ from rich.markup import escape
 
 from benches.engine import envinfo, results
 from benches.engine.spec import CaseSpec
-from benches.sweep import tree, zygote
+from benches.sweep import zygote
 from benches.sweep.arguments import (
     CONTROL_PROCESSES,
-    EXCEPTION_LINE,
     Sweep,
     UsageError,
     case_settings,
     resolve,
 )
+from benches.sweep.budget import (
+    REPORT_LOOKS,
+    REPORT_S,
+    expected_wall,
+    open_groups,
+    process_started,
+    round_specs,
+    wall_kind,
+)
+from benches.sweep.launch import case_env, run_one
 from benches.sweep.options import build_parser
 from benches.sweep.outdir import DEFAULT_RUNS
 from reports.records import RUN, RunFile
@@ -101,128 +108,6 @@ def cases(sweep: Sweep, run_id: str, git: dict[str, Any]) -> list[CaseSpec]:
         twice = sorted({i for i in ids if ids.count(i) > 1})[0]
         raise UsageError(f"two cases would share the case id {twice!r}; rename a strategy")
     return out
-
-
-def case_env() -> dict[str, str]:
-    """The environment of a case's process: the checkout first on PYTHONPATH."""
-    return dict(
-        os.environ,
-        PYTHONPATH=os.pathsep.join(
-            [str(envinfo.ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
-        ),
-    )
-
-
-def run_one(
-    spec: CaseSpec, timeout: float, server: zygote.Zygote | None = None
-) -> list[dict[str, Any]]:
-    """The case in a process of its own (forked from ``server``, or a fresh interpreter): its
-    row (a rotated process: one per strategy); a crash, an OOM kill or a timeout becomes a
-    failed row."""
-    work = Path(spec.out_dir) / "cases"
-    work.mkdir(parents=True, exist_ok=True)
-    spec_path, out_path = work / f"{spec.case_id}.json", work / f"{spec.case_id}.row.json"
-    log_path = Path(spec.out_dir) / "logs" / f"{spec.case_id}.log"
-    log_path.parent.mkdir(exist_ok=True)
-    out_path.unlink(missing_ok=True)
-    spec_path.write_text(json.dumps(dataclasses.asdict(spec)))
-    code: int | None = None
-    forked = False
-    started = time.monotonic()
-    if server is not None and spec.parallel == "none":  # torchrun's ranks start their own
-        try:
-            code, forked = server.run([str(spec_path), str(out_path)], log_path, timeout), True
-        except (EOFError, OSError):  # the server is gone: this case and the rest spawn
-            server = None
-    if not forked:
-        code = spawn(spec, spec_path, out_path, log_path, timeout)
-    if code is None:
-        return [_failed(spec, f"timed out after {timeout:g} s", started)]
-    if out_path.exists():
-        written = json.loads(out_path.read_text())
-        rows = written if isinstance(written, list) else [written]  # a rotated process: several
-        total = (time.monotonic() - started) / len(rows)  # its strategies share its wall time
-        for row in rows:
-            wall = row.get("wall_s") or {}
-            # the process's start: the fork (or the fresh interpreter's imports), the spec read
-            row["wall_s"] = {**wall, "process_start": max(0.0, total - sum(wall.values()))}
-            row["wall_s"]["total"] = total
-        if rows[0]["status"] != "ok" and spec.parallel != "none":
-            # rank 0 often sees only that a peer hung up: every rank's exception, first first
-            raised = _exception_lines(log_path)
-            if raised:
-                rows[0]["error"] = "; ".join(raised)[:1000]
-        return rows
-    if code < 0:
-        name = signal.Signals(-code).name
-        hint = " (out of memory?)" if name == "SIGKILL" else ""
-        error = f"process killed by {name}{hint}"
-    else:
-        error = f"process exited with code {code}"
-    lines = [line.strip() for line in log_path.read_text(errors="replace").splitlines()]
-    tail = _exception_lines(log_path) or [line for line in lines if line]
-    if tail:
-        error += f": {tail[-1]}"
-    return [_failed(spec, error, started)]
-
-
-def _failed(spec: CaseSpec, error: str, started: float) -> dict[str, Any]:
-    """The row of a case that wrote none: its error, and how long it held the sweep."""
-    from benches.engine.case import failed_measure, row_for
-
-    row = row_for(spec, failed_measure(error))
-    row["wall_s"] = {"total": time.monotonic() - started}
-    return row
-
-
-def spawn(spec: CaseSpec, spec_path: Path, out_path: Path, log_path: Path, timeout: float):
-    """The case in a fresh interpreter (under torchrun with ranks): its exit code, or None when
-    it timed out (its process group killed)."""
-    with open(log_path, "w") as log:
-        launcher = [sys.executable]
-        if spec.parallel != "none":  # N local ranks: gloo on CPU, NCCL on CUDA
-            launcher += [
-                "-m",
-                "torch.distributed.run",
-                "--standalone",
-                "--nnodes",
-                "1",
-                f"--nproc-per-node={spec.world_size}",
-            ]
-        proc = subprocess.Popen(
-            [*launcher, "-m", "benches.engine.case", str(spec_path), str(out_path)],
-            cwd=envinfo.ROOT,
-            env=case_env(),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # Ctrl-C reaches the sweep, which ends the case itself
-        )
-        try:
-            return proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _kill(proc)
-            return None
-        except BaseException:  # Ctrl-C: no rank outlives its case
-            _kill(proc)
-            raise
-
-
-def _exception_lines(log_path: Path) -> list[str]:
-    """The distinct exception lines a case's processes printed, in the order they came."""
-    lines = (line.strip() for line in log_path.read_text(errors="replace").splitlines())
-    return list(
-        dict.fromkeys(
-            line
-            for line in lines
-            if EXCEPTION_LINE.match(line) and "ChildFailedError" not in line  # torchrun's own
-        )
-    )
-
-
-def _kill(proc: subprocess.Popen) -> None:
-    """The case's whole tree (torchrun's ranks are in sessions of their own), then reap it."""
-    tree.kill_tree(proc.pid)
-    proc.wait()
 
 
 # -- the sweep ------------------------------------------------------------------------------------
@@ -339,14 +224,6 @@ def sweep_main(sweep: Sweep) -> int:
     return finish(sweep, console, state["failed"], state["interrupted"])
 
 
-def process_started() -> float:
-    """When this process started, on the ``time.monotonic`` clock (psutil's create time)."""
-    import psutil
-
-    age = time.time() - psutil.Process().create_time()
-    return time.monotonic() - max(0.0, age)
-
-
 def run_cases(specs, sweep: Sweep, server, progress, task, state: dict, deadline=None) -> None:
     """Each case in its own process, its row appended at once; a failure is one line (its text
     is data, never markup). Stops at Ctrl-C, or before a case that would pass ``deadline``
@@ -378,62 +255,6 @@ def run_cases(specs, sweep: Sweep, server, progress, task, state: dict, deadline
                 f"[red]failed[/red] {escape(spec.case_id)}: {error}", soft_wrap=True
             )
         progress.advance(task)
-
-
-def wall_kind(spec: CaseSpec) -> tuple:
-    """What a time-only process's wall time depends on: its loop (K, N, precision) and how many
-    strategies it holds (a rotated process of six at K=4 took 25-49 s here, global alone 2-7 s)."""
-    return (spec.accumulate, spec.live_tensors, spec.precision, len(spec.rotation))
-
-
-def expected_wall(walls: dict[tuple, list[float]], spec: CaseSpec) -> float:
-    """How long a time-only process like ``spec`` should take: the median of its kind's so far,
-    else the longest of any kind (0 before the first)."""
-    mine = walls.get(wall_kind(spec))
-    if mine:
-        return statistics.median(mine)
-    return max((max(w) for w in walls.values()), default=0.0)
-
-
-def open_groups(sweep: Sweep) -> tuple[set[tuple], int]:
-    """The groups (K, N, grad_sync, precision) with a strategy comparison on time that is still
-    ``unclear``, and how many such comparisons there are."""
-    from reports import verdicts
-    from reports.rows import pooled
-
-    entries = list(pooled(results.read(sweep.out)).values())
-    judged = verdicts.verdicts(entries, sweep.min_effect, sweep.looks)
-    unclear = [c for c in judged.comparisons if c.timed and c.verdict == "unclear"]
-    groups = {(c.k, c.n, c.case["grad_sync"], c.case["precision"]) for c in unclear}
-    return groups, len(unclear)
-
-
-# the report at the end: about 3x one look's verdicts (9 s against 3 s at 424 rows of a
-# default sweep on a quiet machine here, 19 s on a busy one), and its tables and charts
-REPORT_LOOKS, REPORT_S = 3.0, 10.0
-SOLO = ("global",)  # searches every live tensor of its process: never shares one
-
-
-def round_specs(group_cases: list[CaseSpec], round_: int, rotate: bool) -> list[CaseSpec]:
-    """The time-only processes of one added round: per group (K, N, flavour, precision) one
-    process of its strategies rotated with the plain loop (``engine.rotation``), besides one of
-    its own for each ``SOLO`` strategy; each in a process of its own where ``rotate`` is off, or
-    under ranks, compile or --compare-settings (one replica per loop there)."""
-    added = [
-        dataclasses.replace(c, round=round_, time_only=True, plain_timeline=False)
-        for c in group_cases
-    ]
-    by_group: dict[tuple, list[CaseSpec]] = {}
-    for c in added:
-        shared = c.strategy not in SOLO and c.parallel == "none" and not c.compile
-        if rotate and shared and not c.compare_settings:
-            by_group.setdefault(
-                (c.accumulate, c.live_tensors, c.grad_sync, c.precision), []
-            ).append(c)
-    rotated = [cs for cs in by_group.values() if len(cs) >= 2]
-    alone = [c for c in added if not any(c in cs for cs in rotated)]
-    leads = [dataclasses.replace(cs[0], rotation=[c.label for c in cs]) for cs in rotated]
-    return leads + alone
 
 
 def spend_budget(sweep, run_id, git, server, progress, task, state, started) -> None:

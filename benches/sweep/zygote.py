@@ -11,7 +11,7 @@ case's log. One JSON line per request on stdin (``{"argv": [...], "log": PATH}``
 by signal -C), as ``subprocess`` spells return codes.
 
 ``ZEROGRAD_FRESH_PROCESSES=1`` makes the sweep spawn every case from a fresh interpreter
-instead (``benches.sweep.cli.run_one``); rows say which (``env.process_start``).
+instead (``benches.sweep.launch.run_one``); rows say which (``env.process_start``).
 """
 
 from __future__ import annotations

@@ -1,0 +1,142 @@
+"""One case in a process of its own: forked from the sweep's fork server (``zygote``) or a
+fresh interpreter (under torchrun with ranks); its row, or a failed row for a crash, an OOM kill
+or a timeout (the error line from its log)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from benches.engine import envinfo
+from benches.engine.spec import CaseSpec
+from benches.sweep import tree, zygote
+from benches.sweep.arguments import EXCEPTION_LINE
+
+
+def case_env() -> dict[str, str]:
+    """The environment of a case's process: the checkout first on PYTHONPATH."""
+    return dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(
+            [str(envinfo.ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+        ),
+    )
+
+
+def run_one(
+    spec: CaseSpec, timeout: float, server: zygote.Zygote | None = None
+) -> list[dict[str, Any]]:
+    """The case in a process of its own (forked from ``server``, or a fresh interpreter): its
+    row (a rotated process: one per strategy); a crash, an OOM kill or a timeout becomes a
+    failed row."""
+    work = Path(spec.out_dir) / "cases"
+    work.mkdir(parents=True, exist_ok=True)
+    spec_path, out_path = work / f"{spec.case_id}.json", work / f"{spec.case_id}.row.json"
+    log_path = Path(spec.out_dir) / "logs" / f"{spec.case_id}.log"
+    log_path.parent.mkdir(exist_ok=True)
+    out_path.unlink(missing_ok=True)
+    spec_path.write_text(json.dumps(dataclasses.asdict(spec)))
+    code: int | None = None
+    forked = False
+    started = time.monotonic()
+    if server is not None and spec.parallel == "none":  # torchrun's ranks start their own
+        try:
+            code, forked = server.run([str(spec_path), str(out_path)], log_path, timeout), True
+        except (EOFError, OSError):  # the server is gone: this case and the rest spawn
+            server = None
+    if not forked:
+        code = spawn(spec, spec_path, out_path, log_path, timeout)
+    if code is None:
+        return [_failed(spec, f"timed out after {timeout:g} s", started)]
+    if out_path.exists():
+        written = json.loads(out_path.read_text())
+        rows = written if isinstance(written, list) else [written]  # a rotated process: several
+        total = (time.monotonic() - started) / len(rows)  # its strategies share its wall time
+        for row in rows:
+            wall = row.get("wall_s") or {}
+            # the process's start: the fork (or the fresh interpreter's imports), the spec read
+            row["wall_s"] = {**wall, "process_start": max(0.0, total - sum(wall.values()))}
+            row["wall_s"]["total"] = total
+        if rows[0]["status"] != "ok" and spec.parallel != "none":
+            # rank 0 often sees only that a peer hung up: every rank's exception, first first
+            raised = _exception_lines(log_path)
+            if raised:
+                rows[0]["error"] = "; ".join(raised)[:1000]
+        return rows
+    if code < 0:
+        name = signal.Signals(-code).name
+        hint = " (out of memory?)" if name == "SIGKILL" else ""
+        error = f"process killed by {name}{hint}"
+    else:
+        error = f"process exited with code {code}"
+    lines = [line.strip() for line in log_path.read_text(errors="replace").splitlines()]
+    tail = _exception_lines(log_path) or [line for line in lines if line]
+    if tail:
+        error += f": {tail[-1]}"
+    return [_failed(spec, error, started)]
+
+
+def _failed(spec: CaseSpec, error: str, started: float) -> dict[str, Any]:
+    """The row of a case that wrote none: its error, and how long it held the sweep."""
+    from benches.engine.case import failed_measure, row_for
+
+    row = row_for(spec, failed_measure(error))
+    row["wall_s"] = {"total": time.monotonic() - started}
+    return row
+
+
+def spawn(spec: CaseSpec, spec_path: Path, out_path: Path, log_path: Path, timeout: float):
+    """The case in a fresh interpreter (under torchrun with ranks): its exit code, or None when
+    it timed out (its process group killed)."""
+    with open(log_path, "w") as log:
+        launcher = [sys.executable]
+        if spec.parallel != "none":  # N local ranks: gloo on CPU, NCCL on CUDA
+            launcher += [
+                "-m",
+                "torch.distributed.run",
+                "--standalone",
+                "--nnodes",
+                "1",
+                f"--nproc-per-node={spec.world_size}",
+            ]
+        proc = subprocess.Popen(
+            [*launcher, "-m", "benches.engine.case", str(spec_path), str(out_path)],
+            cwd=envinfo.ROOT,
+            env=case_env(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # Ctrl-C reaches the sweep, which ends the case itself
+        )
+        try:
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill(proc)
+            return None
+        except BaseException:  # Ctrl-C: no rank outlives its case
+            _kill(proc)
+            raise
+
+
+def _exception_lines(log_path: Path) -> list[str]:
+    """The distinct exception lines a case's processes printed, in the order they came."""
+    lines = (line.strip() for line in log_path.read_text(errors="replace").splitlines())
+    return list(
+        dict.fromkeys(
+            line
+            for line in lines
+            if EXCEPTION_LINE.match(line) and "ChildFailedError" not in line  # torchrun's own
+        )
+    )
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    """The case's whole tree (torchrun's ranks are in sessions of their own), then reap it."""
+    tree.kill_tree(proc.pid)
+    proc.wait()
