@@ -16,7 +16,7 @@ from pathlib import Path
 from benches.engine import distributed, envinfo, results
 from benches.engine.case import measure
 from benches.sweep.arguments import UsageError, resolve
-from benches.sweep.cli import cases
+from benches.sweep.plan import cases
 from benches.sweep.values import int_value
 
 # the sweep's axes: a case has one value of each

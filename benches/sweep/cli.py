@@ -16,12 +16,10 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Any
 
 from rich.markup import escape
 
 from benches.engine import envinfo, results
-from benches.engine.spec import CaseSpec
 from benches.sweep import zygote
 from benches.sweep.arguments import (
     CONTROL_PROCESSES,
@@ -42,72 +40,13 @@ from benches.sweep.budget import (
 from benches.sweep.launch import case_env, run_one
 from benches.sweep.options import build_parser
 from benches.sweep.outdir import DEFAULT_RUNS
+from benches.sweep.plan import cases
 from reports.records import RUN, RunFile
 from reports.rows import case_key
 
 __all__ = ["CONTROL_PROCESSES", "build_parser", "cases", "main", "resolve"]
 # python -m benches COMMAND: the sweep's own, then the micro-benchmarks (benches/__main__.py)
 COMMANDS = ("run", "case", "mfu", "reset-speed", "clip-speed", "spread")
-
-
-# -- the cases ------------------------------------------------------------------------------------
-def cases(sweep: Sweep, run_id: str, git: dict[str, Any]) -> list[CaseSpec]:
-    """Every (strategy, K, N, flavour, precision, round), the order rotating from group to group
-    and round to round.
-
-    With one round, the control strategy runs in ``CONTROL_PROCESSES`` processes at every (K, N)
-    (rounds 1, 2, ... marked ``control``): the spread between its processes is the
-    between-process noise, measured at every (K, N) of every sweep.
-    """
-    groups = [
-        (k, n, f, p)
-        for p in sweep.precision
-        for k in sweep.accumulate
-        for n in sweep.live_tensors
-        for f in sweep.grad_sync
-    ]
-    control = sweep.control
-    settings = case_settings(sweep)
-    out = []
-    for round_ in range(sweep.rounds):
-        for g, (k, n, flavour, precision) in enumerate(groups):
-            names = [(name, round_, False) for name in sweep.strategies]
-            # with one round, the control's extra processes, spread through the group
-            if sweep.rounds == 1 and control != "none":
-                for extra in range(1, CONTROL_PROCESSES):
-                    names.insert(extra * len(names) // CONTROL_PROCESSES, (control, extra, True))
-            shift = (g + round_) % len(names)
-            plain_timeline = round_ == 0  # the plain loop's timeline: once per group is enough
-            for label, r, is_control in names[shift:] + names[:shift]:
-                first = plain_timeline and not is_control
-                plain_timeline = plain_timeline and not first
-                name, _, options = label.partition(":")
-                out.append(
-                    CaseSpec(
-                        strategy=name,
-                        options=options,
-                        accumulate=k,
-                        live_tensors=n,
-                        grad_sync=flavour,
-                        precision=precision,
-                        **settings,
-                        memray=sweep.memray,
-                        keep_captures=sweep.keep_captures,
-                        profile=sweep.profile,
-                        plugins=sweep.plugins,
-                        run_id=run_id,
-                        round=r,
-                        control=is_control,
-                        plain_timeline=first,
-                        out_dir=str(sweep.out),
-                        git=git,
-                    )
-                )
-    ids = [spec.case_id for spec in out]
-    if len(set(ids)) != len(ids):  # e.g. a plugin strategy named like another one's case
-        twice = sorted({i for i in ids if ids.count(i) > 1})[0]
-        raise UsageError(f"two cases would share the case id {twice!r}; rename a strategy")
-    return out
 
 
 # -- the sweep ------------------------------------------------------------------------------------

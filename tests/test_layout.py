@@ -1,0 +1,110 @@
+"""The layout's rules, read from the source (ARCHITECTURE.md, "Imports run one way"): no import
+circle in benches/, reports/ or strategies/ (a function's own import counts, a TYPE_CHECKING one
+does not); the engine never imports the sweep; the workloads import neither; the records import
+nothing of ours but each other."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("benches", "reports", "strategies")
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            out[name] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _imported(node: ast.AST) -> list[str]:
+    """The modules of ours an import statement names (``from pkg import sub``: the submodule)."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names if a.name in MODULES]
+    if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+        subs = [f"{node.module}.{a.name}" for a in node.names]
+        found = [s for s in subs if s in MODULES]
+        if len(found) < len(subs) and node.module in MODULES:
+            found.append(node.module)
+        return found
+    return []
+
+
+def _type_checking(node: ast.AST) -> bool:
+    return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+
+
+def imports(name: str) -> set[str]:
+    """Every module of ours that ``name`` imports, at its top or inside a function."""
+    out: set[str] = set()
+    todo = list(ast.parse(MODULES[name].read_text()).body)
+    while todo:
+        node = todo.pop()
+        if _type_checking(node):
+            continue
+        out.update(_imported(node))
+        todo.extend(ast.iter_child_nodes(node))
+    return out - {name}
+
+
+GRAPH = {name: imports(name) for name in MODULES}
+
+
+def _circle_from(start: str) -> list[str] | None:
+    """A path of imports from ``start`` back to itself, or None."""
+    stack, seen = [(start, [start])], set()
+    while stack:
+        name, path = stack.pop()
+        for other in GRAPH[name]:
+            if other == start:
+                return [*path, start]
+            if other not in seen:
+                seen.add(other)
+                stack.append((other, [*path, other]))
+    return None
+
+
+def test_the_graph_sees_the_imports_it_must():
+    assert "benches.engine.case" in GRAPH["benches.sweep.bycase"]  # a top-level one
+    assert "benches.sweep.bycase" in GRAPH["benches.sweep.cli"]  # one inside a function
+    assert "strategies._hooks" in GRAPH["strategies.lazy"]  # from a package, its submodule
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_no_import_circle(name):
+    circle = _circle_from(name)
+    assert circle is None, " -> ".join(circle)
+
+
+@pytest.mark.parametrize(
+    ("layer", "never"),
+    [
+        ("benches.engine", ("benches.sweep", "benches.micro")),
+        ("benches.workloads", ("benches.engine", "benches.sweep", "benches.micro")),
+        ("reports", ("benches", "strategies")),
+        ("strategies", ("benches", "reports")),
+        ("reports.records", ("reports",)),
+        ("reports.verdict_records", ("reports.rows", "reports.verdicts", "reports.stats")),
+    ],
+)
+def test_imports_run_one_way(layer, never):
+    here = [m for m in MODULES if m == layer or m.startswith(f"{layer}.")]
+    assert here
+    wrong = sorted(
+        f"{m} imports {o}"
+        for m in here
+        for o in GRAPH[m]
+        if any(o == n or o.startswith(f"{n}.") for n in never)
+        and not (o == layer or o.startswith(f"{layer}."))
+    )
+    assert not wrong, wrong
