@@ -101,10 +101,18 @@ def reference_grads(model, batches, use_side=False) -> dict[str, torch.Tensor]:
     return {n: t for n, t in zip(names, total, strict=True) if t is not None}
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Every module the tests import is loaded now: its objects (250,000 with torch, scipy and
+    matplotlib) go to the permanent generation, so that the collection after each test walks
+    only what tests made (0.2 s each before, 2 of the suite's 7 minutes on 2 cores)."""
+    gc.collect()
+    gc.freeze()
+
+
 @pytest.fixture(autouse=True)
 def _free_between_tests():
     yield
-    gc.collect()
+    gc.collect()  # a test's models and tensors are gone before the next one measures
 
 
 ROOT = Path(__file__).resolve().parent.parent
