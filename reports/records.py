@@ -21,7 +21,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 
 class RecordError(ValueError):
@@ -229,8 +229,13 @@ class Row:
     wall_s: dict[str, float] | None = None  # the process's seconds per step
     env: dict[str, Any] = field(default_factory=dict)  # engine.envinfo, git, process start
 
+    # the objects a row always has (empty where nothing was measured): null reads as empty
+    OBJECTS: ClassVar[tuple[str, ...]] = ("phases", "samples", "memory", "env")
+
     @classmethod
     def from_json(cls, data: Any, what: str = "a row") -> Row:
+        if isinstance(data, dict):
+            data = {k: v for k, v in data.items() if not (k in cls.OBJECTS and v is None)}
         return build(cls, data, what)
 
     def to_json(self) -> dict[str, Any]:

@@ -15,6 +15,7 @@ import pytest
 from benches.micro import clip_speed, mfu, reset_speed
 from benches.sweep import cli
 from reports.__main__ import main as reports_main
+from reports.rows import read
 from tests.conftest import ROOT, run_reports
 from tests.synthetic import make_row, standard_rows, write_run
 
@@ -100,6 +101,15 @@ def test_compare_of_runs_with_no_case_in_common_is_exit_2(tmp_path, capsys):
     assert not (b / "compare.html").exists() and not (b / "compare.json").exists()
 
 
+def test_a_row_reads_into_a_record_and_null_objects_read_empty(tmp_path):
+    rows = [make_row("native"), {**make_row("lazy"), "memory": None, "cpu_pressure": None}]
+    native, lazy = read(write_run(tmp_path / "run", rows, accumulate=[1]))
+    assert (native.strategy, native.accumulate, native.ok) == ("native", 1, True)
+    assert native.memory["held_bytes"] == rows[0]["memory"]["held_bytes"]
+    assert lazy.memory == {} and lazy.cpu_pressure is None
+    assert native.to_json()["samples"] == rows[0]["samples"]
+
+
 # -- reports build / compare: malformed rows and run.json name file, line and field ---------------
 @pytest.mark.parametrize(
     "field, value, named",
@@ -111,6 +121,7 @@ def test_compare_of_runs_with_no_case_in_common_is_exit_2(tmp_path, capsys):
         ("samples.window", "abc", "field 'samples.window' is not a list of numbers"),
         ("samples.window", [1, "x"], "field 'samples.window' is not a list of numbers"),
         ("memory.peak_bytes", "9 MiB", "field 'memory.peak_bytes'"),
+        ("held_byets", 10, "has an unknown field 'held_byets'"),  # a misspelled key fails at once
     ],
 )
 def test_build_names_file_line_and_field_of_a_malformed_row(field, value, named, tmp_path, capsys):
