@@ -122,7 +122,8 @@ class RunFile:
     def read(cls, directory: str | Path) -> RunFile | None:
         """DIR's run.json, or None when there is none. Not JSON or not an object is an
         ``UnreadableFile``; a part of the wrong type, or a key it does not know, a RecordError
-        naming the file and the field."""
+        naming the file and the field. A key it does not know is left out (a later version's
+        run.json still reads; the rows are the data)."""
         path = Path(directory) / RUN
         if not path.exists():
             return None
@@ -144,7 +145,8 @@ class RunFile:
             raise RecordError(
                 f"{path}: field 'sweep.min_effect' is {json.dumps(min_effect)}; valid: a fraction"
             )
-        return build(cls, data, str(path))
+        names = field_names(cls)
+        return build(cls, {k: v for k, v in data.items() if k in names}, str(path))
 
     def to_json(self) -> dict[str, Any]:
         """The JSON object run.json holds (the sweep writes it whole)."""

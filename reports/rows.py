@@ -86,7 +86,9 @@ def read(directory: str | Path) -> list[Row]:
             for key, value in ADDED_LATER.items():
                 row.setdefault(key, value)
             if row.get("status") == "ok":
-                missing = [key for key in ("case_id", *CASE_KEY) if key not in row]
+                if "case_id" not in row:
+                    raise SchemaError(f"{path}:{number}: an ok row has no field 'case_id'")
+                missing = [key for key in CASE_KEY if key not in row]
                 if missing:
                     raise SchemaError(
                         f"{path}:{number}: row {row.get('case_id', '?')!r} has no field "

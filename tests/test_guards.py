@@ -155,6 +155,13 @@ def test_build_and_compare_name_a_malformed_run_json(run, named, runs, capsys):
         assert str(b / "run.json") in line and named in line, line
 
 
+def test_a_run_json_key_this_version_does_not_know_is_left_out(runs):
+    _, b = runs
+    (b / "run.json").write_text(json.dumps({"run_id": "r1", "written_by": "a later version"}))
+    assert reports_main(["build", str(b)]) == 0
+    assert "zerograd sweep r1" in (b / "index.html").read_text()
+
+
 def test_history_of_malformed_asv_files_is_one_line(tmp_path):
     results = tmp_path / "asv" / "results"
     (results / "m").mkdir(parents=True)
@@ -238,7 +245,9 @@ def test_run_refuses_an_out_it_cannot_use(tmp_path, capsys):
     (no_id / "run.json").write_text('{"created": "2026-12-02"}')
     listed = write_run(tmp_path / "listed", [make_row("native")])
     (listed / "run.json").write_text("[1]")
-    before = snapshot(old, corrupt, no_id, listed)
+    empty_id = write_run(tmp_path / "emptyid", [make_row("native")])
+    (empty_id / "run.json").write_text('{"run_id": ""}')
+    before = snapshot(old, corrupt, no_id, listed, empty_id)
     cases = [
         (["--out", str(a_file)], "is a file; give a folder"),
         (["--out", str(a_file / "sub")], f"{str(a_file)!r} is a file, not a folder"),
@@ -246,6 +255,7 @@ def test_run_refuses_an_out_it_cannot_use(tmp_path, capsys):
         (["--out", str(corrupt), "--resume"], "run.json' is not readable JSON"),
         (["--out", str(no_id), "--resume"], "run.json' has no 'run_id'"),
         (["--out", str(listed), "--resume"], "run.json' is not a JSON object ([1])"),
+        (["--out", str(empty_id), "--resume"], "run.json' has no 'run_id'"),
     ]
     if Path("/proc").is_dir():  # a folder no one may create, even root: found at the mkdir
         cases.append((["--out", "/proc/zerograd-run", "--preset", "tiny"], "cannot write"))
@@ -254,7 +264,7 @@ def test_run_refuses_an_out_it_cannot_use(tmp_path, capsys):
         assert cli.main(["run", *quick, *argv]) == 2, argv
         line = one_line(capsys.readouterr().err)
         assert named in line, line
-    assert snapshot(old, corrupt, no_id, listed) == before
+    assert snapshot(old, corrupt, no_id, listed, empty_id) == before
     assert a_file.read_text() == "x"
 
 

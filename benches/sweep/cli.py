@@ -86,7 +86,7 @@ def open_run(sweep: Sweep) -> tuple[str, set[tuple]]:
     run_file = sweep.out / RUN
     done: set[tuple] = set()
     recorded = RunFile.read(sweep.out) if sweep.resume else None  # outdir.resumable checked it
-    if recorded is not None and recorded.run_id:
+    if recorded is not None:
         run_id = recorded.run_id
         done = {(case_key(r), r.round) for r in results.read(sweep.out) if r.ok}
     else:

@@ -67,5 +67,5 @@ def resumable(out: Path) -> None:
         run = RunFile.read(out)
     except RecordError as err:
         raise UsageError(f"--resume: {err}; {advice}") from None
-    if run is not None and not isinstance(run.run_id, str):
+    if run is not None and not (isinstance(run.run_id, str) and run.run_id):
         raise UsageError(f"--resume: {str(out / RUN)!r} has no 'run_id'; {advice}")
