@@ -177,12 +177,18 @@ def process_logs(entry: Entry) -> list[float]:
 def process_figures(entry: Entry) -> dict[str, float]:
     """``process_logs`` keyed by the process each came from (``process_id``: strategies that
     shared a process, ``engine.rotation``, share it; a row without one is a process alone)."""
-    out = {}
+    return dict(paired_logs(entry, "window", "plain_window"))
+
+
+def paired_logs(entry: Entry, mine: str, other: str) -> list[tuple[str, float]]:
+    """Per process that has them, its process and the log of its ``mine`` samples over their
+    ``other`` pairs (``stats.process_log``)."""
+    out = []
     for r in entry.rows:
-        if r.samples.get("plain_window"):
-            x = stats.process_log(r.samples["window"], r.samples["plain_window"])
+        if r.samples.get(other) and r.samples.get(mine):
+            x = stats.process_log(r.samples[mine], r.samples[other])
             if x is not None:
-                out[process_of(r)] = x
+                out.append((process_of(r), x))
     return out
 
 
@@ -447,14 +453,7 @@ def loop_logs(entry: Entry, kind: str = "grad_sync") -> list[float]:
     """A case's loop over another loop of the same strategy in each of its processes (log of
     the paired ratio: ``grad_sync``: its flavour over ``every``; ``settings``: its recipe over
     the ``--compare-settings`` one)."""
-    mine, other = LOOP_SAMPLES[kind]
-    out = []
-    for r in entry.rows:
-        if r.samples.get(mine):
-            x = stats.process_log(r.samples[mine], r.samples[other])
-            if x is not None:
-                out.append(x)
-    return out
+    return [x for _, x in paired_logs(entry, *LOOP_SAMPLES[kind])]
 
 
 def loop_sides(entry: Entry, kind: str) -> tuple[str, str]:
