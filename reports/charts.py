@@ -342,9 +342,7 @@ def _error_series(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if found is None:
             found = {"key": key, "names": [line["strategy"]], "precision": key[1], "points": {}}
             series.append(found)
-        found["points"][line["k"]] = tuple(
-            (line.get(panel) or {}).get("norm_rel") for panel, _ in ERROR_PANELS
-        )
+        found["points"][line["k"]] = tuple(line[panel].norm_rel for panel, _ in ERROR_PANELS)
     merged: list[dict[str, Any]] = []
     for s in series:
         same = next(

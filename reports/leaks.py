@@ -50,9 +50,9 @@ def process_excess(row: Row) -> tuple[float, float, float, float] | None:
     share of the pair (the pair less a plain window) and its excess over a plain window's; or
     None unmeasured. A plain loop that shrinks lends nothing."""
     memory = row.memory
-    growth = memory.get("growth_bytes_per_window")
-    plain = memory.get("plain_growth_bytes_per_window")
-    windows = min(memory.get("growth_windows") or 0, memory.get("plain_growth_windows") or 0)
+    growth = memory.growth_bytes_per_window
+    plain = memory.plain_growth_bytes_per_window
+    windows = min(memory.growth_windows or 0, memory.plain_growth_windows or 0)
     if growth is None or plain is None or windows < LEAK_WINDOWS:
         return None
     own = growth - max(plain, 0.0)
@@ -83,8 +83,8 @@ def judge(entry: Entry) -> Growth:
         plain_growth_bytes_per_window=plain,
         strategy_growth_bytes_per_window=own,
         excess_bytes_per_window=excess,
-        windows=min(r.memory["growth_windows"] for r in rows),
-        plain_windows=min(r.memory["plain_growth_windows"] for r in rows),
+        windows=min(r.memory.growth_windows for r in rows),
+        plain_windows=min(r.memory.plain_growth_windows for r in rows),
     )
 
 

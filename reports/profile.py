@@ -166,7 +166,7 @@ def _profiled_row(entry: Entry) -> Row | None:
 def trace_of(entry: Entry) -> str | None:
     """The case's trace file, relative to the report (None: not profiled)."""
     row = _profiled_row(entry)
-    return (row.profile.get("trace") or None) if row else None
+    return (row.profile.trace or None) if row else None
 
 
 def with_traces(directory: Path, lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -182,22 +182,22 @@ def case_profile(directory: Path, entry: Entry) -> dict[str, Any] | None:
     if row is None:
         return None
     figures = row.profile
-    trace = figures.get("trace")
+    trace = figures.trace
     out = {
         "strategy": entry.strategy,
         "k": entry.k,
         "n": entry.n,
         "trace": trace,
         "trace_present": bool(trace) and (directory / trace).is_file(),
-        "trace_bytes": figures.get("trace_bytes"),
-        "trace_note": figures.get("trace_note"),
-        "ranks_note": figures.get("ranks_note"),
-        "warning": figures.get("warning"),
-        "how_to_open": figures.get("how_to_open"),
-        "activities": figures.get("activities") or [],
-        "pairs": figures.get("pairs"),
+        "trace_bytes": figures.trace_bytes,
+        "trace_note": figures.trace_note,
+        "ranks_note": figures.ranks_note,
+        "warning": figures.warning,
+        "how_to_open": figures.how_to_open,
+        "activities": figures.activities,
+        "pairs": figures.pairs,
     }
-    windows = figures.get("windows")
+    windows = figures.windows
     if windows:
         out.update(
             diff=diff(windows),

@@ -10,6 +10,7 @@ import statistics
 from typing import Any
 
 from reports.records import Entry, Row
+from reports.row_parts import ErrorFigures
 from reports.rows import accepted, strategy_order
 from reports.verdict_records import VerdictFile
 
@@ -60,13 +61,13 @@ def error_table(entries: list[Entry], flavour: str) -> list[dict[str, Any]]:
                 "k": e.k,
                 "n": e.n,
                 "accumulation": row.accumulation_error,
-                "total": row.total_error or {},
+                "total": row.total_error or ErrorFigures(),
                 # against the reference that accepted each window (rows.accepted)
                 "tolerance": max((accepted(c)[1] for c in checks), default=None),
                 "check_max_rel": max((accepted(c)[0] for c in checks), default=None),
                 "check_by": sorted({accepted(c)[2] for c in checks}),
-                "check_ok": all(c["ok"] for c in checks) if checks else None,
-                "windows": min((c.get("windows", 1) for c in checks), default=None),
+                "check_ok": all(c.ok for c in checks) if checks else None,
+                "windows": min((c.windows or 1 for c in checks), default=None),
             }
         )
     return out
@@ -91,7 +92,7 @@ def check_summary(entries: list[Entry]) -> list[dict[str, Any]]:
             {
                 "precision": precision,
                 "cases": len(checks),
-                "passed": sum(all(c["ok"] for c in case) for case in checks),
+                "passed": sum(all(c.ok for c in case) for case in checks),
                 "worst": max(accepted(c)[0] for c in every),
                 "tolerance_min": min(accepted(c)[1] for c in every),
                 "tolerance_max": max(accepted(c)[1] for c in every),
@@ -132,9 +133,9 @@ def recipe(rows: list[Row], entries: list[Entry], sweep: dict[str, Any]) -> dict
                     "precision": e.precision,
                     "k": e.k,
                     "n": e.n,
-                    "value": statistics.median(f["value"] for f in figures),
-                    "peak_flops": figures[0].get("peak_flops"),
-                    "measure": figures[0].get("measure"),
+                    "value": statistics.median(f.value for f in figures),
+                    "peak_flops": figures[0].peak_flops,
+                    "measure": figures[0].measure,
                 }
             )
     options = {e.strategy: (e.name, e.options) for e in entries if e.options}

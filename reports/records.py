@@ -23,6 +23,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from reports.row_parts import (
+    PARTS,
+    Collectives,
+    CostModel,
+    CpuPressure,
+    ErrorFigures,
+    GradCheck,
+    LoopRatio,
+    Memory,
+    Mfu,
+    ProcessFigures,
+    Profile,
+    part_to_json,
+)
+
 
 class RecordError(ValueError):
     """A JSON object that is not the record it should be: one line naming the field."""
@@ -210,24 +225,24 @@ class Row:
     tokens_per_window: int | None = None
     tokens_per_second: float | None = None
     flops_per_window: float | None = None
-    mfu: dict[str, Any] | None = None  # value, peak_flops, measure
+    mfu: Mfu | None = None  # a GPU's model FLOPs utilisation
     phases: dict[str, dict[str, Any]] = field(default_factory=dict)  # stats.summarize per phase
     samples: dict[str, list[float]] = field(default_factory=dict)  # per phase, one per pair
-    overhead: dict[str, Any] | None = None  # the process's paired ratio (stats.paired)
-    cpu_pressure: dict[str, Any] | None = None  # PSI over the timed pairs: median, max
+    overhead: LoopRatio | None = None  # the process's paired ratio (stats.paired)
+    cpu_pressure: CpuPressure | None = None  # PSI over the timed pairs: median, max
     allreduce_per_window: float | None = None
-    collectives_per_window: dict[str, Any] | None = None  # figures.collectives_figure
-    grad_sync_vs_every: dict[str, Any] | None = None  # figures.grad_sync_ratio
-    settings_vs: dict[str, Any] | None = None  # figures.setting_ratio
-    memory: dict[str, Any] = field(default_factory=dict)  # engine.case.memory_figures
-    grad_check: dict[str, Any] | None = None  # engine.gradients.check
-    accumulation_error: dict[str, Any] | None = None  # engine.gradients.errors
-    total_error: dict[str, Any] | None = None
-    process: dict[str, Any] | None = None  # psutil over the timed pairs (engine.process)
+    collectives_per_window: Collectives | None = None  # figures.collectives_figure
+    grad_sync_vs_every: LoopRatio | None = None  # figures.grad_sync_ratio
+    settings_vs: LoopRatio | None = None  # figures.setting_ratio
+    memory: Memory = field(default_factory=Memory)  # the memory pass and growth
+    grad_check: GradCheck | None = None  # engine.gradients.check_windows
+    accumulation_error: ErrorFigures | None = None  # engine.gradients.errors
+    total_error: ErrorFigures | None = None
+    process: ProcessFigures | None = None  # psutil over the timed pairs (engine.process)
     build_order: list[str] | None = None  # a rotated process's replica build order
     compile_s: float | None = None
-    cost_model: dict[str, Any] | None = None  # figures.cost_figures
-    profile: dict[str, Any] | None = None  # engine.profiling: the profiled pair
+    cost_model: CostModel | None = None  # figures.cost_figures
+    profile: Profile | None = None  # engine.profiling: the profiled pair
     wall_s: dict[str, float] | None = None  # the process's seconds per step
     env: dict[str, Any] = field(default_factory=dict)  # engine.envinfo, git, process start
 
@@ -236,12 +251,28 @@ class Row:
 
     @classmethod
     def from_json(cls, data: Any, what: str = "a row") -> Row:
+        """A row from its JSON object, each part (``row_parts.PARTS``) its record; a key that
+        is not a field, of the row or of a part, is a RecordError naming it."""
         if isinstance(data, dict):
             data = {k: v for k, v in data.items() if not (k in cls.OBJECTS and v is None)}
+            for key, part in PARTS.items():
+                value = data.get(key)
+                if value is not None and not isinstance(value, dict):
+                    kind = type(value).__name__
+                    raise RecordError(
+                        f"{what}: field {key!r} is a {kind}; valid: an object or null"
+                    )
+                if value is not None:
+                    data[key] = build(part, value, f"{what}: field {key!r}")
         return build(cls, data, what)
 
     def to_json(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in field_names(Row)}
+        """The row's JSON object, as the engine wrote it (each part's keys with it)."""
+        out = {name: getattr(self, name) for name in field_names(Row)}
+        for key in PARTS:
+            if out[key] is not None:
+                out[key] = part_to_json(out[key])
+        return out
 
     @property
     def ok(self) -> bool:

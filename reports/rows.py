@@ -11,6 +11,7 @@ from typing import Any
 
 from reports import stats
 from reports.records import Entry, Paired, RecordError, Row
+from reports.row_parts import GradCheck
 
 RESULTS = "results.jsonl"
 PHASES = ("reset", "forward", "backward", "update", "window", "sync")  # sync: DDP only
@@ -170,7 +171,8 @@ def first_row(rows: list[Row]) -> Row:
 def memory_note(rows: list[Row], key: str) -> Any:
     """A memory field that says how a figure was measured (``peak_method``, ``growth_measure``:
     the same in every process of a case), from the first process that has it."""
-    return next((r.memory[key] for r in rows if r.memory.get(key) is not None), None)
+    values = (getattr(r.memory, key) for r in rows)
+    return next((value for value in values if value is not None), None)
 
 
 def case_key(case: Any) -> tuple:
@@ -243,9 +245,9 @@ def paired_overhead(entry: Entry) -> Paired:
     return Paired.from_stats(stats.paired(groups, seed=seed))
 
 
-def accepted(check: dict[str, Any]) -> tuple[float, float, str]:
+def accepted(check: GradCheck) -> tuple[float, float, str]:
     """A gradient check's difference and tolerance against the reference that accepted it (the
     float64 sum, or the same additions in the gradient's dtype), and which one."""
-    if check.get("accepted_by") == "same-order sum":
-        return check["same_order_max_rel_diff"], check["same_order_tolerance"], "same-order sum"
-    return check["max_rel_diff"], check["tolerance"], "float64 sum"
+    if check.accepted_by == "same-order sum":
+        return check.same_order_max_rel_diff, check.same_order_tolerance, "same-order sum"
+    return check.max_rel_diff, check.tolerance, "float64 sum"

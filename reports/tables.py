@@ -10,6 +10,7 @@ from typing import Any
 
 from reports import leaks, profile, stats, targets, verdicts
 from reports.records import Entry, Row
+from reports.row_parts import Collectives
 from reports.rows import REFERENCE, memory_note, strategy_order
 from reports.verdict_records import VerdictFile
 
@@ -24,22 +25,14 @@ def process_line(rows: list[Row]) -> dict[str, Any]:
     signal that judged it."""
     figures = [r.process for r in rows if r.process]
 
-    def busiest(key: str) -> float | None:
-        values = [f[key] for f in figures if f.get(key) is not None]
-        return max(values) if values else None
-
-    voluntary = [f["voluntary_switches"] / f["seconds"] for f in figures if f.get("seconds")]
+    involuntary = [f.involuntary_per_s for f in figures if f.involuntary_per_s is not None]
+    voluntary = [f.voluntary_switches / f.seconds for f in figures if f.seconds]
     # every rank's cores where the row has them (torchrun), else the process's own
     cores = sorted(
-        {
-            tuple(cs)
-            for f in figures
-            for cs in (f.get("rank_affinity") or [f.get("affinity")])
-            if cs is not None
-        }
+        {tuple(cs) for f in figures for cs in (f.rank_affinity or [f.affinity]) if cs is not None}
     )
     return {
-        "involuntary_per_s": busiest("involuntary_per_s"),
+        "involuntary_per_s": max(involuntary) if involuntary else None,
         "voluntary_per_s": max(voluntary) if voluntary else None,
         "pinned": any(r.pin for r in rows),
         "cores": [list(c) for c in cores],
@@ -93,9 +86,7 @@ def measured_line(e: Entry, result: VerdictFile) -> dict[str, Any]:
     line["leak"] = leaks.lookup(result, e)
     line["memory"]["growth_measure"] = memory_note(rows, "growth_measure")
     pressure = [
-        r.cpu_pressure["median"]
-        for r in rows
-        if r.cpu_pressure and r.cpu_pressure.get("median") is not None
+        r.cpu_pressure.median for r in rows if r.cpu_pressure and r.cpu_pressure.median is not None
     ]
     line["cpu_pressure"] = max(pressure) if pressure else None
     line["process"] = process_line(rows)
@@ -104,11 +95,11 @@ def measured_line(e: Entry, result: VerdictFile) -> dict[str, Any]:
     checks = [r.grad_check for r in rows if r.grad_check]
     if checks:
         line["grad_check"] = {
-            "max_rel_diff": max(c["max_rel_diff"] for c in checks),
-            "max_abs_diff": max(c["max_abs_diff"] for c in checks),
-            "tolerance": max(c["tolerance"] for c in checks),
-            "windows": min(c.get("windows", 1) for c in checks),
-            "ok": all(c["ok"] for c in checks),
+            "max_rel_diff": max(c.max_rel_diff for c in checks),
+            "max_abs_diff": max(c.max_abs_diff for c in checks),
+            "tolerance": max(c.tolerance for c in checks),
+            "windows": min(c.windows or 1 for c in checks),
+            "ok": all(c.ok for c in checks),
         }
     return line
 
@@ -142,7 +133,7 @@ def flamegraphs(directory: Path, entries: list[Entry]) -> list[dict[str, Any]]:
         key=lambda e: (strategy_order(e.strategy), e.k, e.n),
     ):
         for row in e.rows:
-            path = row.memory.get("memray_flamegraph")
+            path = row.memory.memray_flamegraph
             if path:
                 out.append(
                     {
@@ -152,7 +143,7 @@ def flamegraphs(directory: Path, entries: list[Entry]) -> list[dict[str, Any]]:
                         "round": row.round,
                         "path": path,
                         "present": (directory / path).is_file(),
-                        "peak_bytes": row.memory.get("peak_bytes"),
+                        "peak_bytes": row.memory.peak_bytes,
                     }
                 )
     return out
@@ -173,10 +164,10 @@ def timelines(entries: list[Entry], k: int, n: int) -> list[dict[str, Any]]:
         if (e.k, e.n) != (k, n) or row is None:
             continue
         memory = row.memory
-        if memory.get("timeline"):
-            out.append({"label": e.strategy, "timeline": memory["timeline"]})
-        if plain is None and memory.get("plain_timeline"):
-            plain = {"label": "plain loop", "timeline": memory["plain_timeline"]}
+        if memory.timeline:
+            out.append({"label": e.strategy, "timeline": memory.timeline})
+        if plain is None and memory.plain_timeline:
+            plain = {"label": "plain loop", "timeline": memory.plain_timeline}
     return [*out, plain] if out and plain else out
 
 
@@ -191,22 +182,22 @@ def cost_table(entries: list[Entry], k: int) -> list[dict[str, Any]]:
         model = row.cost_model
         if not model:
             continue
-        predicted, measured = model["predicted"], model["measured"]
-        reset, paired = measured["reset"], measured["paired_cost"]
+        predicted = model.predicted
+        reset, paired = model.measured["reset"], model.measured["paired_cost"]
         out.append(
             {
                 "strategy": e.strategy,
                 "n": e.n,
-                "counts": model["counts"],
+                "counts": model.counts,
                 "predicted": predicted,
                 "reset": reset,
                 "paired": paired,
                 "reset_ratio": (
                     reset["median_s"] / predicted["reset_s"] if predicted["reset_s"] else None
                 ),
-                "explained": model["explained"],
-                "flags": model["flags"],
-                "coefficients": model["coefficients"],
+                "explained": model.explained,
+                "flags": model.flags,
+                "coefficients": model.coefficients,
             }
         )
     return out
@@ -255,7 +246,7 @@ def flavour_table(entries: list[Entry], judged: VerdictFile) -> list[dict[str, A
                         e.precision,
                     )
                 ),
-                "collectives": row.collectives_per_window or {},
+                "collectives": row.collectives_per_window or Collectives(),
                 "held_bytes": verdicts.memory_figure(e, "held_bytes"),
                 "peak_bytes": verdicts.memory_figure(e, "peak_bytes"),
             }

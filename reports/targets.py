@@ -118,8 +118,8 @@ def _gradient_checks(entries) -> list[dict[str, Any]]:
         worst = max(diff for diff, _, _ in by)
         low = min(tol for _, tol, _ in by)
         high = max(tol for _, tol, _ in by)
-        windows = min(c.get("windows", 1) for c in checks)
-        same = sum(c.get("accepted_by") == "same-order sum" for c in checks)
+        windows = min(c.windows or 1 for c in checks)
+        same = sum(c.accepted_by == "same-order sum" for c in checks)
         note = f" (or, {same} of them, the same additions in the gradient's dtype)" if same else ""
         out.append(
             {
@@ -128,7 +128,7 @@ def _gradient_checks(entries) -> list[dict[str, Any]]:
                 f"from the float64 sum{note}",
                 "value": f"{worst:.2e}",
                 "limit": f"<= {high:g}" if low == high else f"<= {low:g} to {high:g}",
-                "ok": all(c["ok"] for c in checks),
+                "ok": all(c.ok for c in checks),
             }
         )
     return out

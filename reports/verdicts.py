@@ -46,6 +46,7 @@ from typing import Any
 
 from reports import leaks, stats
 from reports.records import CaseNoise, Entry, Paired, Row
+from reports.row_parts import LoopRatio
 from reports.rows import LOOP_SAMPLES, process_of, spell
 from reports.verdict_records import (
     CaseOverhead,
@@ -134,10 +135,10 @@ def decide_exact(
 def case_noise(row: Row) -> CaseNoise:
     """Whether a case ran on a busy machine, and by which signal: Linux PSI's CPU pressure
     where it exists, else involuntary context switches per second (psutil), else none."""
-    pressure = (row.cpu_pressure or {}).get("median")
+    pressure = row.cpu_pressure.median if row.cpu_pressure else None
     if pressure is not None:
         return CaseNoise("psi", pressure, NOISY_PRESSURE, pressure > NOISY_PRESSURE)
-    switches = (row.process or {}).get("involuntary_per_s")
+    switches = row.process.involuntary_per_s if row.process else None
     if switches is not None:
         limit = NOISY_SWITCHES_PER_S
         return CaseNoise("involuntary_switches", switches, limit, switches > limit)
@@ -155,7 +156,7 @@ def noisy(row: Row) -> bool:
 
 def memory_figure(entry: Entry, key: str) -> float | None:
     """An exact memory figure of a case: its median over processes (they agree when exact)."""
-    values = [r.memory[key] for r in entry.rows if r.memory.get(key) is not None]
+    values = [v for v in (getattr(r.memory, key) for r in entry.rows) if v is not None]
     return statistics.median(values) if values else None
 
 
@@ -272,11 +273,10 @@ def memory_floors(entries: list[Entry]) -> dict[str, float]:
         plain: dict[tuple, list[float]] = defaultdict(list)
         samples = []
         for e in entries:
-            rows = [r.memory for r in e.rows]
-            plain[tuple(sorted(case_fields(e).items()))] += [
-                m[f"plain_{key}"] for m in rows if m.get(f"plain_{key}") is not None
-            ]
-            samples.append([m[key] for m in rows if m.get(key) is not None])
+            mine = [getattr(r.memory, key) for r in e.rows]
+            others = [getattr(r.memory, f"plain_{key}") for r in e.rows]
+            plain[tuple(sorted(case_fields(e).items()))] += [v for v in others if v is not None]
+            samples.append([v for v in mine if v is not None])
         samples += list(plain.values())
         spreads = [(max(v) - min(v)) / max(v) for v in samples if len(v) > 1 and max(v) > 0]
         out[metric] = max(spreads, default=0.0)
@@ -461,9 +461,8 @@ def loop_sides(entry: Entry, kind: str) -> tuple[str, str]:
     setting and the ``--compare-settings`` one (``precision=bf16``)."""
     if kind == "grad_sync":
         return entry.grad_sync, "every"
-    vs = entry.rows[0].settings_vs or {}
-    setting = vs.get("setting")
-    return f"{setting}={spell(vs.get('mine'))}", f"{setting}={spell(vs.get('other'))}"
+    vs = entry.rows[0].settings_vs or LoopRatio()
+    return f"{vs.setting}={spell(vs.mine)}", f"{vs.setting}={spell(vs.other)}"
 
 
 def loop_verdicts(entries, spreads, kind: str = "grad_sync") -> list[LoopComparison]:

@@ -15,6 +15,7 @@ import pytest
 from benches.micro import clip_speed, mfu, reset_speed
 from benches.sweep import cli
 from reports.__main__ import main as reports_main
+from reports.row_parts import Memory
 from reports.rows import read
 from tests.conftest import ROOT, run_reports
 from tests.synthetic import make_row, standard_rows, write_run
@@ -105,8 +106,8 @@ def test_a_row_reads_into_a_record_and_null_objects_read_empty(tmp_path):
     rows = [make_row("native"), {**make_row("lazy"), "memory": None, "cpu_pressure": None}]
     native, lazy = read(write_run(tmp_path / "run", rows, accumulate=[1]))
     assert (native.strategy, native.accumulate, native.ok) == ("native", 1, True)
-    assert native.memory["held_bytes"] == rows[0]["memory"]["held_bytes"]
-    assert lazy.memory == {} and lazy.cpu_pressure is None
+    assert native.memory.held_bytes == rows[0]["memory"]["held_bytes"]
+    assert lazy.memory == Memory() and lazy.cpu_pressure is None
     assert native.to_json()["samples"] == rows[0]["samples"]
 
 
@@ -122,6 +123,10 @@ def test_a_row_reads_into_a_record_and_null_objects_read_empty(tmp_path):
         ("samples.window", [1, "x"], "field 'samples.window' is not a list of numbers"),
         ("memory.peak_bytes", "9 MiB", "field 'memory.peak_bytes'"),
         ("held_byets", 10, "has an unknown field 'held_byets'"),  # a misspelled key fails at once
+        # ... inside a part of the row too (reports.row_parts)
+        ("memory.held_byets", 10, "field 'memory' has an unknown field 'held_byets'"),
+        ("grad_check.okay", True, "field 'grad_check' has an unknown field 'okay'"),
+        ("cpu_pressure.medain", 0.1, "field 'cpu_pressure' has an unknown field 'medain'"),
     ],
 )
 def test_build_names_file_line_and_field_of_a_malformed_row(field, value, named, tmp_path, capsys):

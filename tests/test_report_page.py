@@ -28,6 +28,7 @@ from synthetic import (
 
 from reports import analysis, build, charts, verdict_records, verdicts
 from reports.__main__ import main as reports_main
+from reports.row_parts import ErrorFigures
 from reports.rows import SCHEMA_VERSION, read, strategy_order
 
 
@@ -267,11 +268,10 @@ def test_accumulation_error_of_every_precision(tmp_path):
         ("native", "bf16", 2),
     ]
     bf16 = next(e for e in lines if (e["strategy"], e["precision"], e["k"]) == ("lazy", "bf16", 2))
-    assert bf16["accumulation"] == {
-        "max_rel": pytest.approx(1e-2),
-        "norm_rel": pytest.approx(4e-3),
-    }
-    assert bf16["total"]["norm_rel"] == pytest.approx(5e-2 * 2**0.5)
+    assert bf16["accumulation"] == ErrorFigures(
+        max_rel=pytest.approx(1e-2), norm_rel=pytest.approx(4e-3)
+    )
+    assert bf16["total"].norm_rel == pytest.approx(5e-2 * 2**0.5)
     assert (bf16["tolerance"], bf16["check_ok"], bf16["windows"]) == (0.0625, True, 3)
     checks = {g["precision"]: g for g in report["grad_checks"]}
     assert list(checks) == ["fp32", "bf16"]

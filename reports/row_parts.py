@@ -1,0 +1,217 @@
+"""The typed records inside a row: what one process measured, part by part.
+
+Each class is one object of a results.jsonl line (``records.Row``'s ``memory``, ``process``,
+``grad_check``, ...), with one field per key the engine writes, each commented with what it
+means and where it is written. ``records.Row.from_json`` builds them (a key none of them has is
+a ``RecordError`` naming it: a misspelled or foreign key fails at once) and ``to_json`` writes
+them back with the same keys.
+
+Kept as plain JSON inside these records, because their keys are data, not fields: a memory
+timeline's points and phase boundaries (drawn as they are by ``reports.charts``), the cost
+model's counts, coefficients and terms (named by ``benches.engine.costmodel``, listed as they
+are), a profile's per-phase operator tables (``benches.engine.profiling.median_window``), and a
+row's ``phases``, ``samples``, ``wall_s`` and ``env`` (keyed by phase, step and fact).
+
+This module imports only the standard library.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+Json = dict[str, Any]
+
+
+def part_to_json(part: Any) -> Json:
+    """A part's JSON object: its fields with their keys (a field never set is null)."""
+    return {f.name: getattr(part, f.name) for f in dataclasses.fields(part)}
+
+
+@dataclass(slots=True)
+class Memory:
+    """The row's ``memory``: the memory pass (``benches.engine.case.memory_figures``: one
+    window of each loop, separate from the timed pairs) and the memory context of the timed
+    pairs (``case.timed_pairs``: RSS, growth window after window). A time-only process has the
+    context only; a rotated one neither (every field None)."""
+
+    # the memory pass (none in a time-only process)
+    held_bytes: int | None = None  # gradient storage the strategy keeps between windows
+    peak_bytes: int | None = None  # the strategy's window's peak above its start
+    peak_method: str | None = None  # how the peak was measured: CUDA stats or memray
+    plain_held_bytes: int | None = None  # the same, for the plain loop
+    plain_peak_bytes: int | None = None
+    param_bytes: int | None = None  # this rank's parameters (a shard counts its local part)
+    memory_windows: int | None = None  # windows the memory pass ran
+    timeline: Json | None = None  # the last window over time (engine.timeline): points, phases
+    plain_timeline: Json | None = None
+    memray_flamegraph: str | None = None  # --memray: the flamegraph page, relative to the run
+    memray_capture: str | None = None  # --keep-captures: memray's capture, relative to the run
+    over_ranks: str | None = None  # "max": each figure the largest over ranks (distributed)
+    # the timed pairs' context (engine.growth, engine.memory)
+    rss_after_setup_bytes: int | None = None
+    peak_rss_bytes: int | None = None  # VmHWM over the timed pairs
+    peak_rss_is_since_setup: bool | None = None  # False: the kernel could not reset VmHWM
+    growth_bytes_per_window: float | None = None  # median increment per timed pair
+    growth_windows: int | None = None
+    growth_readings: list[int] | None = None  # the footprint before the pairs and after each
+    plain_growth_bytes_per_window: float | None = None  # the plain loop's own, windows alone
+    plain_growth_windows: int | None = None
+    plain_growth_readings: list[int] | None = None
+    growth_measure: str | None = None  # what the footprint is: malloc, CUDA allocated or RSS
+
+
+@dataclass(slots=True)
+class ProcessFigures:
+    """The row's ``process``: psutil's view of the process over its timed pairs
+    (``benches.engine.process.TimedPairsProcess``); under ranks each figure the busiest rank's
+    (``engine.distributed.busiest``)."""
+
+    seconds: float | None = None  # wall time of the timed pairs
+    user_s: float | None = None
+    system_s: float | None = None
+    voluntary_switches: int | None = None
+    involuntary_switches: int | None = None  # the scheduler took the CPU away: a busy machine
+    involuntary_per_s: float | None = None
+    rss_peak_bytes: int | None = None
+    rss_final_bytes: int | None = None
+    uss_peak_bytes: int | None = None
+    uss_final_bytes: int | None = None
+    affinity: list[int] | None = None  # the cores it could run on (rank 0's)
+    rank_affinity: list[list[int]] | None = None  # every rank's, rank by rank
+    over_ranks: str | None = None  # "max" under ranks
+    measure: str | None = None  # how it was read
+
+
+@dataclass(slots=True)
+class GradCheck:
+    """The row's ``grad_check``: the worst of the checked windows against the reference
+    (``benches.engine.gradients.check_windows``; under ranks the worst rank's)."""
+
+    ok: bool | None = None
+    max_rel_diff: float | None = None  # against the reference's largest value
+    max_abs_diff: float | None = None
+    tolerance: float | None = None  # engine.training.grad_tolerance
+    worst_parameter: str | None = None
+    accepted_by: str | None = None  # "float64 sum" or "same-order sum" (None: failed)
+    same_order_max_rel_diff: float | None = None  # against the sum in the gradients' dtype
+    same_order_tolerance: float | None = None
+    window: int | None = None  # which window was the worst, from 1
+    windows: int | None = None  # how many were checked
+
+
+@dataclass(slots=True)
+class ErrorFigures:
+    """The row's ``accumulation_error`` (the first window against the float64 sum of its
+    micro-batch gradients) and ``total_error`` (against one float64 pass over the window's
+    whole batch): ``benches.engine.gradients.errors``."""
+
+    max_rel: float | None = None
+    norm_rel: float | None = None
+
+
+@dataclass(slots=True)
+class CostModel:
+    """The row's ``cost_model``: the prediction for this case against what its timed pairs
+    measured (``benches.engine.figures.cost_figures``, ``engine.costmodel``)."""
+
+    counts: Json  # per window: launches, bytes, objects, visits, hook calls, drops, windows
+    coefficients: Json  # seconds per counted thing, calibrated in this process
+    predicted: Json  # reset_s, hooks_s, total_s and each term (reset_terms_s)
+    measured: Json  # reset (the reset phase) and paired_cost: stats.summarize's figures
+    explained: bool | None = None  # the measured reset within the model's band
+    flags: list[str] = dataclasses.field(default_factory=list)  # where they part, in words
+
+
+@dataclass(slots=True)
+class Profile:
+    """The row's ``profile`` (``--profile``): a pair of windows under torch.profiler, off the
+    clock (``benches.engine.profiling.profiled_pair``, rank 0's)."""
+
+    activities: list[str] = dataclasses.field(default_factory=list)  # cpu, cuda
+    pairs: int | None = None  # profiled pairs the figures are medians over
+    rank: int | None = None
+    ranks_note: str | None = None
+    how_to_open: str | None = None
+    warning: str | None = None  # the profiler failed: no figures, the case still ran
+    # per role ("strategy", "plain"), per phase: operators, seconds, outside_s, launches
+    windows: Json | None = None
+    trace: str | None = None  # the first pair's Chrome trace, relative to the run
+    trace_bytes: int | None = None
+    trace_trimmed: bool | None = None  # over the size limit: the strategy's window only
+    trace_note: str | None = None
+
+
+@dataclass(slots=True)
+class Mfu:
+    """The row's ``mfu``: model FLOPs utilisation on a GPU (``benches.engine.figures.mfu``)."""
+
+    value: float
+    peak_flops: float | None = None
+    measure: str | None = None
+
+
+@dataclass(slots=True)
+class CpuPressure:
+    """The row's ``cpu_pressure``: per pair the larger of its windows' share of wall time in
+    which some task waited for a CPU (PSI), over the timed pairs."""
+
+    median: float | None = None
+    max: float | None = None
+    measure: str | None = None
+
+
+@dataclass(slots=True)
+class Collectives:
+    """The row's ``collectives_per_window`` under ranks: the strategy window's gradient
+    collectives, medians over pairs (``benches.engine.figures.collectives_figure``)."""
+
+    allreduce: float | None = None
+    reduce_scatter: float | None = None
+    reduce_scatter_per_group: list[Any] = dataclasses.field(default_factory=list)
+    reduce_scatter_seconds: float | None = None
+    seconds_measure: str | None = None
+
+
+@dataclass(slots=True)
+class LoopRatio:
+    """A paired ratio of one process (``stats.paired``'s public figures): the row's
+    ``overhead`` (the strategy's window over the plain loop's), ``grad_sync_vs_every`` (its
+    flavour over ``every``) and ``settings_vs`` (the case's loop over ``--compare-settings``'),
+    written by ``benches.engine.figures``. The report pools samples, not these; they are the
+    process's own figure."""
+
+    ratio: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    pairs: int = 0
+    processes: int = 0
+    estimate: str | None = None
+    confidence: float | None = None
+    method: str | None = None
+    plain: Json | None = None  # overhead: the plain window's stats.summarize
+    split_half: float | None = None  # overhead: |log| of the plain window's odd over even ones
+    grad_sync: str | None = None  # grad_sync_vs_every: the flavour ...
+    against: str | None = None  # ... and the one it is against
+    setting: str | None = None  # settings_vs: the setting, the case's value and the other
+    mine: Any = None
+    other: Any = None
+
+
+# a row's field -> the record it holds (``records.Row.from_json`` builds them)
+PARTS: dict[str, type] = {
+    "memory": Memory,
+    "process": ProcessFigures,
+    "grad_check": GradCheck,
+    "accumulation_error": ErrorFigures,
+    "total_error": ErrorFigures,
+    "cost_model": CostModel,
+    "profile": Profile,
+    "mfu": Mfu,
+    "cpu_pressure": CpuPressure,
+    "collectives_per_window": Collectives,
+    "overhead": LoopRatio,
+    "grad_sync_vs_every": LoopRatio,
+    "settings_vs": LoopRatio,
+}
