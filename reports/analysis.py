@@ -2,8 +2,9 @@
 run (``runinfo``), the verdicts (``verdicts``), the answer (``answer``) and the tables
 (``tables``, ``recipe``, ``profile``, ``targets``).
 
-Everything here is plain data (dicts, lists, floats in seconds and bytes) so that the HTML
-templates only format it and the tests can check the figures without a browser.
+The page is a ``page_records.Page`` (figures in seconds and bytes) so that the HTML template
+and the sweep's terminal tables only format it, and the tests can check the figures without a
+browser.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 from reports import profile, targets, verdicts
 from reports.answer import answer, default_case, reset_slopes
+from reports.page_records import Page, shallow
 from reports.recipe import (
     check_summary,
     error_table,
@@ -49,7 +51,7 @@ def judge_sweep(entries, run: RunFile, main: dict[str, Any]) -> tuple[VerdictFil
     return judged_all, dataclasses.replace(judged_all, comparisons=shown)
 
 
-def report(directory: str | Path) -> dict[str, Any]:
+def report(directory: str | Path) -> Page:
     """Everything index.html shows, in the order it shows it; verdicts.json's content too."""
     directory = Path(directory)
     rows = read(directory)
@@ -69,41 +71,43 @@ def report(directory: str | Path) -> dict[str, Any]:
     page = the_run(directory, rows, run)
     chosen = default_case(run, entries)
     judged_all, judged = judge_sweep(every, run, main)
-    result: dict[str, Any] = {
-        **page,
-        "ks": sorted({e.k for e in entries}),
-        "ns": sorted({e.n for e in entries}),
-        "strategies": sorted({e.strategy for e in entries}, key=strategy_order),
-        "default": chosen,
-        "verdicts": judged,  # the main flavour's comparisons: what the tables show
-        "verdicts_json": judged_all,  # every flavour's: verdicts.json
-        "grad_sync": flavour,
-        "precision": precision,
-        "precisions": sorted({e.precision for e in every}, key=precision_order),
-        "recipe": recipe(rows, every, page["sweep"]),
-        "errors": error_table(every, flavour),
-        "grad_checks": check_summary(every),
-        "settings": settings_table(every, judged_all),
-        "flavours": flavour_table(every, judged_all),
-        "cases": profile.with_traces(directory, case_table(entries, judged)),
-        "overheads": core_overheads(entries),
-        "overhead_limit": (targets.OVERHEAD_MAX, targets.OVERHEAD_CI_MAX),
-        "targets": targets.evaluate(cases, judged, every_case),
-        "flamegraphs": flamegraphs(directory, entries),
-        "profiles": profile.profiles(directory, entries, chosen),
-    }
-    return {**result, **at_the_answer(entries, chosen, judged, result["cases"])}
+    lines = profile.with_traces(directory, case_table(entries, judged))
+    return Page(
+        **shallow(page),
+        ks=sorted({e.k for e in entries}),
+        ns=sorted({e.n for e in entries}),
+        strategies=sorted({e.strategy for e in entries}, key=strategy_order),
+        default=chosen,
+        verdicts=judged,  # the main flavour's comparisons: what the tables show
+        verdicts_json=judged_all,  # every flavour's: verdicts.json
+        grad_sync=flavour,
+        precision=precision,
+        precisions=sorted({e.precision for e in every}, key=precision_order),
+        recipe=recipe(rows, every, page.sweep),
+        errors=error_table(every, flavour),
+        grad_checks=check_summary(every),
+        settings=settings_table(every, judged_all),
+        flavours=flavour_table(every, judged_all),
+        cases=lines,
+        overheads=core_overheads(entries),
+        overhead_limit=(targets.OVERHEAD_MAX, targets.OVERHEAD_CI_MAX),
+        targets=targets.evaluate(cases, judged, every_case),
+        flamegraphs=flamegraphs(directory, entries),
+        profiles=profile.profiles(directory, entries, chosen),
+        **at_the_answer(entries, chosen, judged, lines),
+    )
 
 
 def at_the_answer(entries, chosen: tuple[int, int] | None, judged, cases) -> dict[str, Any]:
-    """What the page shows at the answer's K and N: timelines, costs, the answer, slopes."""
+    """What the page shows at the answer's K and N, as ``Page`` fields: timelines, costs, the
+    answer, slopes (none without a case that finished)."""
     if not chosen:
-        return {"timelines": [], "costs": [], "answer": None, "slopes": [], "default_cases": []}
+        return {}
     k, n = chosen
     return {
         "timelines": timelines(entries, k, n),
         "costs": cost_table(entries, k),
         "answer": answer(entries, k, n, judged),
         "slopes": reset_slopes(entries, k),
-        "default_cases": [c for c in cases if (c["k"], c["n"]) == (k, n)],
+        "default_cases": [c for c in cases if (c.k, c.n) == (k, n)],
     }

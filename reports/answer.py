@@ -8,9 +8,10 @@ import math
 from typing import Any
 
 from reports import leaks, stats, verdicts
+from reports.page_records import Answer, Pick
 from reports.records import Entry, RunFile
 from reports.rows import memory_note, strategy_order
-from reports.verdict_records import Growth, VerdictFile
+from reports.verdict_records import VerdictFile
 
 
 def default_case(run: RunFile, entries: list[Entry]) -> tuple[int, int] | None:
@@ -26,7 +27,7 @@ def default_case(run: RunFile, entries: list[Entry]) -> tuple[int, int] | None:
     return k, n
 
 
-def answer(entries: list[Entry], k: int, n: int, result: VerdictFile) -> dict[str, Any]:
+def answer(entries: list[Entry], k: int, n: int, result: VerdictFile) -> Answer:
     """Fastest (lowest paired overhead) and leanest (lowest peak bytes) at K, N, with verdicts.
 
     Cases measured under CPU pressure are left out, and the answer says which.
@@ -39,78 +40,73 @@ def answer(entries: list[Entry], k: int, n: int, result: VerdictFile) -> dict[st
     here = [e for e in here if not verdicts.noisy_case(e)]
     # the group's noise at K, N (the precision the answer reads: the first group there)
     floor = next((f for f in result.noise_floor if (f.k, f.n) == (k, n)), None)
-    out: dict[str, Any] = {
-        "k": k,
-        "n": n,
-        "candidates": len(here),
-        "excluded_noisy": excluded,
-        "excluded_leaking": [c for c in result.leaks if (c.k, c.n) == (k, n)],
-        "resolution": floor.resolution if floor else None,
-        "between_process_sd": floor.sd if floor else None,
-        "min_effect": result.min_effect,
-    }
-    leanest(every, k, n, result, out)
+    out = Answer(
+        k=k,
+        n=n,
+        candidates=len(here),
+        excluded_noisy=excluded,
+        excluded_leaking=[c for c in result.leaks if (c.k, c.n) == (k, n)],
+        resolution=floor.resolution if floor else None,
+        between_process_sd=floor.sd if floor else None,
+        min_effect=result.min_effect,
+        leanest=leanest(every, k, n, result),
+    )
     if not here:
-        out["advice"] = f"No strategy finished without CPU pressure at K={k}, N={n}."
+        out.advice = f"No strategy finished without CPU pressure at K={k}, N={n}."
         return leak_advice(out)
     by_time = sorted(here, key=lambda e: e.overhead.ratio or math.inf)
     fastest = by_time[0]
-    out["fastest"] = {
-        "strategy": fastest.strategy,
-        "overhead": fastest.overhead,
-        "window": fastest.phases["window"],
-        "cv": fastest.phases["window"].get("cv"),
-    }
+    out.fastest = Pick(
+        strategy=fastest.strategy,
+        overhead=fastest.overhead,
+        window=fastest.phases["window"],
+        cv=fastest.phases["window"].get("cv"),
+    )
     if len(by_time) > 1:
         runner = by_time[1]
-        out["fastest"]["runner_up"] = {
-            "strategy": runner.strategy,
-            "overhead": runner.overhead,
-        }
-        out["fastest"]["lead"] = verdicts.lookup(
+        out.fastest.runner_up = Pick(strategy=runner.strategy, overhead=runner.overhead)
+        out.fastest.lead = verdicts.lookup(
             result, fastest.strategy, runner.strategy, k, n, "window"
         )
-    out["advice"] = advice(out, entries, k)
+    out.advice = advice(out, entries, k)
     return leak_advice(out)
 
 
-def leak_advice(out: dict[str, Any]) -> dict[str, Any]:
+def leak_advice(out: Answer) -> Answer:
     """The advice says which strategies leak, and that they were left out of it."""
-    leaky: list[Growth] = out["excluded_leaking"]
+    leaky = out.excluded_leaking
     if leaky:
         names = ", ".join(_name(c.strategy) for c in leaky)
         worst = max(c.excess_bytes_per_window or 0.0 for c in leaky)
-        out["advice"] += (
+        out.advice += (
             f" Left out: {names} {'leaks' if len(leaky) == 1 else 'leak'} memory (up to "
             f"{worst / 2**10:,.0f} KiB per window beyond the plain loop's growth)."
         )
     return out
 
 
-def leanest(
-    here: list[dict[str, Any]], k: int, n: int, result: VerdictFile, out: dict[str, Any]
-) -> None:
-    """The lowest peak at K, N and its verdict against the runner-up (into ``out``)."""
+def leanest(here: list[Entry], k: int, n: int, result: VerdictFile) -> Pick | None:
+    """The lowest peak at K, N and its verdict against the runner-up."""
     sized = [(e, verdicts.memory_figure(e, "peak_bytes")) for e in here]
     sized = sorted(((e, v) for e, v in sized if v is not None), key=lambda ev: ev[1])
-    if sized:
-        lean, peak = sized[0]
-        out["leanest"] = {
-            "strategy": lean.strategy,
-            "peak_bytes": peak,
-            "held_bytes": verdicts.memory_figure(lean, "held_bytes"),
-            "method": memory_note(lean.rows, "peak_method"),
-        }
-        if len(sized) > 1:
-            other, other_peak = sized[1]
-            out["leanest"]["runner_up"] = {
-                "strategy": other.strategy,
-                "peak_bytes": other_peak,
-                "held_bytes": verdicts.memory_figure(other, "held_bytes"),
-            }
-            out["leanest"]["lead"] = verdicts.lookup(
-                result, lean.strategy, other.strategy, k, n, "peak_memory"
-            )
+    if not sized:
+        return None
+    lean, peak = sized[0]
+    out = Pick(
+        strategy=lean.strategy,
+        peak_bytes=peak,
+        held_bytes=verdicts.memory_figure(lean, "held_bytes"),
+        method=memory_note(lean.rows, "peak_method"),
+    )
+    if len(sized) > 1:
+        other, other_peak = sized[1]
+        out.runner_up = Pick(
+            strategy=other.strategy,
+            peak_bytes=other_peak,
+            held_bytes=verdicts.memory_figure(other, "held_bytes"),
+        )
+        out.lead = verdicts.lookup(result, lean.strategy, other.strategy, k, n, "peak_memory")
+    return out
 
 
 def _name(strategy: str) -> str:
@@ -121,14 +117,14 @@ def _ci(c) -> str:
     return f"ratio {verdicts.ratio_text(c)}"
 
 
-def advice(result: dict[str, Any], entries: list[Entry], k: int) -> str:
+def advice(result: Answer, entries: list[Entry], k: int) -> str:
     """One sentence from the verdicts: "use X" only when X is lower than the runner-up."""
-    fastest, leanest = result.get("fastest"), result.get("leanest")
+    fastest, leanest = result.fastest, result.leanest
     if not fastest:
         return "No strategy finished, so there is nothing to advise."
-    name = fastest["strategy"]
-    lead = fastest.get("lead")
-    resolution = result.get("resolution")
+    name = fastest.strategy
+    lead = fastest.lead
+    resolution = result.resolution
     tells = f"this sweep tells apart {resolution:.1%} here" if resolution is not None else ""
     if lead is None:
         text = f"Only {_name(name)} finished here, so there is nothing to compare it with"
@@ -136,14 +132,14 @@ def advice(result: dict[str, Any], entries: list[Entry], k: int) -> str:
         text = (
             f"Use {_name(name)} for speed: it is lower than {_name(lead.b)}, the next "
             f"fastest ({_ci(lead)}), significant over the sweep and beyond min-effect "
-            f"{result['min_effect']:.0%}"
+            f"{result.min_effect:.0%}"
         )
     else:
         why = {
-            "same": f"their 90% interval lies within +-{result['min_effect']:.0%}",
+            "same": f"their 90% interval lies within +-{result.min_effect:.0%}",
             "unclear": (
                 f"the difference is neither significant beyond min-effect "
-                f"{result['min_effect']:.0%} nor inside it ({tells}; more processes would "
+                f"{result.min_effect:.0%} nor inside it ({tells}; more processes would "
                 "narrow it)"
                 if resolution is not None
                 else "no variance between processes was measured here (one process per "
@@ -156,15 +152,15 @@ def advice(result: dict[str, Any], entries: list[Entry], k: int) -> str:
             f"{lead.verdict}, because {why}), so choose on memory"
         )
     if leanest:
-        mem = leanest.get("lead")
-        if leanest["strategy"] == name and mem and mem.verdict == "lower":
+        mem = leanest.lead
+        if leanest.strategy == name and mem and mem.verdict == "lower":
             text += f", and {_name(name)} also needs the least memory"
         elif mem and mem.verdict == "lower":
-            text += f"; {_name(leanest['strategy'])} needs the least memory at peak"
+            text += f"; {_name(leanest.strategy)} needs the least memory at peak"
         elif mem:
             text += (
-                f"; {_name(leanest['strategy'])} and {_name(mem.b)} peak within "
-                f"{result['min_effect']:.0%} of each other"
+                f"; {_name(leanest.strategy)} and {_name(mem.b)} peak within "
+                f"{result.min_effect:.0%} of each other"
             )
     worst = steepest(entries, k)
     if worst and worst["per_10k_s"] > 1e-3:  # more than 1 ms more per 10,000 live tensors

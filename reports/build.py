@@ -16,6 +16,7 @@ import jinja2
 from markupsafe import Markup, escape
 
 from reports import analysis, charts, verdicts
+from reports.page_records import Page
 
 TEMPLATES = Path(__file__).with_name("templates")
 TEMPLATE = TEMPLATES / "report.html.j2"
@@ -81,32 +82,32 @@ def environment() -> jinja2.Environment:
     return env
 
 
-def render_charts(report: dict[str, Any]) -> dict[str, str | None]:
+def render_charts(report: Page) -> dict[str, str | None]:
     """Each chart that this sweep's cases can draw, as inline SVG; None where it cannot."""
     out: dict[str, str | None] = dict.fromkeys(
         ("phases", "memory", "reset", "window", "timeline", "errors")
     )
-    if report["errors"]:  # every precision's, so not tied to the default case
-        out["errors"] = charts.accumulation_error(report["errors"])
-    if not report["default"]:
+    if report.errors:  # every precision's, so not tied to the default case
+        out["errors"] = charts.accumulation_error(report.errors)
+    if not report.default:
         return out
-    k, n = report["default"]
-    here = [c for c in report["default_cases"] if c.get("phases")]
+    k, n = report.default
+    here = [c for c in report.default_cases if c.phases]
     if here:
         out["phases"] = charts.phases(here, k, n)
     measured = [
         c
         for c in here
-        if any((c.get("memory") or {}).get(key) is not None for key in ("held_bytes", "peak_bytes"))
+        if c.memory and (c.memory.held_bytes is not None or c.memory.peak_bytes is not None)
     ]
     if measured:  # held and peak bytes per strategy, the plain loop's peak as the reference
         out["memory"] = charts.memory(measured, k, n)
-    if len(report["ns"]) > 1 and report["slopes"]:
-        out["reset"] = charts.reset_vs_live(report["slopes"], k)
-    if len(report["ks"]) > 1:
-        out["window"] = charts.window_vs_k(report["cases"], n)
-    if report["timelines"]:
-        out["timeline"] = charts.timelines(report["timelines"], k, n)
+    if len(report.ns) > 1 and report.slopes:
+        out["reset"] = charts.reset_vs_live(report.slopes, k)
+    if len(report.ks) > 1:
+        out["window"] = charts.window_vs_k(report.cases, n)
+    if report.timelines:
+        out["timeline"] = charts.timelines(report.timelines, k, n)
     return out
 
 
@@ -114,9 +115,9 @@ def build(directory: str | Path) -> Path:
     """Write DIR/index.html from DIR/results.jsonl (and run.json, pytest-benchmark.json)."""
     directory = Path(directory)
     report = analysis.report(directory)
-    report["verdicts_json"].write(directory)  # first: the HTML shows what this file says
-    title = f"zerograd sweep {report['run'].run_id or directory.name}"
-    details = {"sweep": report["sweep"], "env": report["env"]}
+    report.verdicts_json.write(directory)  # first: the HTML shows what this file says
+    title = f"zerograd sweep {report.run.run_id or directory.name}"
+    details = {"sweep": report.sweep, "env": report.env}
     html = (
         environment()
         .get_template(TEMPLATE.name)

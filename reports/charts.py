@@ -16,6 +16,7 @@ from typing import Any
 import matplotlib
 from matplotlib.figure import Figure
 
+from reports.page_records import CaseLine
 from reports.verdict_records import Comparison
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
@@ -69,16 +70,16 @@ def _fit_y(ax, medians: list[float], log_ok: bool) -> bool:
     return False
 
 
-def phases(cases: list[dict[str, Any]], k: int, n: int) -> str:
+def phases(cases: list[CaseLine], k: int, n: int) -> str:
     """Horizontal stacked bars: the median of each phase per strategy, window median marked."""
-    ok = [c for c in cases if c.get("phases")]
-    names = [c["strategy"] for c in ok]
+    ok = [c for c in cases if c.phases]
+    names = [c.strategy for c in ok]
     fig = Figure(figsize=(WIDTH, 0.45 * len(ok) + 1.6), layout="constrained")
     ax = fig.add_subplot()
     left = [0.0] * len(ok)
-    stacked = [p for p in STACKED if any(c["phases"].get(p) for c in ok)]
+    stacked = [p for p in STACKED if any(c.phases.get(p) for c in ok)]
     for i, phase in enumerate(stacked):
-        widths = [_ms(c["phases"].get(phase, {}).get("median_s")) for c in ok]
+        widths = [_ms(c.phases.get(phase, {}).get("median_s")) for c in ok]
         widths = [0.0 if math.isnan(w) else w for w in widths]
         ax.barh(
             names,
@@ -91,7 +92,7 @@ def phases(cases: list[dict[str, Any]], k: int, n: int) -> str:
             linewidth=0.5,
         )
         left = [a + b for a, b in zip(left, widths, strict=True)]
-    window = [_ms(c["phases"]["window"]["median_s"]) for c in ok]
+    window = [_ms(c.phases["window"]["median_s"]) for c in ok]
     ax.plot(window, names, "k|", markersize=16, markeredgewidth=2, label="window (median)")
     ax.invert_yaxis()
     ax.set_xlabel("time per window (ms), medians")
@@ -102,21 +103,21 @@ def phases(cases: list[dict[str, Any]], k: int, n: int) -> str:
     return to_svg(fig, "phases")
 
 
-def memory(cases: list[dict[str, Any]], k: int, n: int) -> str:
+def memory(cases: list[CaseLine], k: int, n: int) -> str:
     """Grouped horizontal bars per strategy, in MiB: gradient memory held between windows and
     the peak of the memory pass; the plain loop's peak (same process) as the reference."""
-    ok = [c for c in cases if c.get("memory")]
+    ok = [c for c in cases if c.memory]
     series = [
         ("held_bytes", "held between windows (exact)"),
         ("peak_bytes", "peak during a window (memory pass)"),
     ]
 
     def mib(c, key):
-        value = c["memory"].get(key)
+        value = getattr(c.memory, key)
         return math.nan if value is None else value / 2**20
 
     present = [
-        (key, label) for key, label in series if any(c["memory"].get(key) is not None for c in ok)
+        (key, label) for key, label in series if any(getattr(c.memory, key) is not None for c in ok)
     ]
     fig = Figure(figsize=(WIDTH, 0.22 * len(ok) * max(1, len(present)) + 1.8), layout="constrained")
     ax = fig.add_subplot()
@@ -151,7 +152,7 @@ def memory(cases: list[dict[str, Any]], k: int, n: int) -> str:
             markeredgewidth=2,
             label="plain loop peak (same process)",
         )
-    ax.set_yticks(range(len(ok)), [c["strategy"] for c in ok])
+    ax.set_yticks(range(len(ok)), [c.strategy for c in ok])
     ax.invert_yaxis()
     ax.set_xlabel("memory (MiB)")
     ax.set_ylabel("strategy")
@@ -189,20 +190,18 @@ def reset_vs_live(slopes: list[dict[str, Any]], k: int) -> str:
     return to_svg(fig, "reset-vs-live")
 
 
-def window_vs_k(cases: list[dict[str, Any]], n: int) -> str:
+def window_vs_k(cases: list[CaseLine], n: int) -> str:
     """Window time against accumulation steps K, one line per strategy."""
     fig = Figure(figsize=(WIDTH, 4.4), layout="constrained")
     ax = fig.add_subplot()
     names: list[str] = []
     for c in cases:
-        if c.get("phases") and c["n"] == n and c["strategy"] not in names:
-            names.append(c["strategy"])
+        if c.phases and c.n == n and c.strategy not in names:
+            names.append(c.strategy)
     ks: set[int] = set()
     for i, name in enumerate(names):
         points = sorted(
-            (c["k"], c["phases"]["window"])
-            for c in cases
-            if c["strategy"] == name and c["n"] == n and c.get("phases")
+            (c.k, c.phases["window"]) for c in cases if c.strategy == name and c.n == n and c.phases
         )
         xs = [k for k, _ in points]
         ks.update(xs)
@@ -212,7 +211,7 @@ def window_vs_k(cases: list[dict[str, Any]], n: int) -> str:
         ax.errorbar(xs, ys, yerr=[low, high], label=name, capsize=3, linewidth=1.4, **style(i))
     ax.set_xticks(sorted(ks))
     ax.set_xlabel("micro-batches per window, K (count)")
-    medians = [_ms(c["phases"]["window"]["median_s"]) for c in cases if c.get("phases")]
+    medians = [_ms(c.phases["window"]["median_s"]) for c in cases if c.phases]
     log = _fit_y(ax, medians, log_ok=True)
     ax.set_ylabel(f"window time (ms, median{', log scale' if log else ''})")
     ax.set_title(

@@ -20,6 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from reports.page_records import CaseLine
 from reports.records import Entry, Row
 from reports.rows import strategy_order
 
@@ -169,10 +170,10 @@ def trace_of(entry: Entry) -> str | None:
     return (row.profile.trace or None) if row else None
 
 
-def with_traces(directory: Path, lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def with_traces(directory: Path, lines: list[CaseLine]) -> list[CaseLine]:
     """The case table's lines, each saying whether its trace is beside the report."""
     for line in lines:
-        line["trace_present"] = bool(line.get("trace")) and (directory / line["trace"]).is_file()
+        line.trace_present = bool(line.trace) and (directory / line.trace).is_file()
     return lines
 
 

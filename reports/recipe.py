@@ -9,6 +9,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from reports.page_records import SettingLine
 from reports.records import Entry, Row
 from reports.row_parts import ErrorFigures
 from reports.rows import accepted, strategy_order
@@ -161,7 +162,7 @@ def _fields(case: dict[str, Any]) -> tuple[str, str]:
     return case.get("precision", "fp32"), case.get("grad_sync", "last")
 
 
-def settings_table(entries: list[Entry], judged: VerdictFile) -> list[dict[str, Any]]:
+def settings_table(entries: list[Entry], judged: VerdictFile) -> list[SettingLine]:
     """--compare-settings: one line per case (every precision), its loop against the same
     strategy's loop with the other setting, as verdicts.json's ``settings`` states it, with the
     case's compile time (median over its processes; None without --compile)."""
@@ -173,29 +174,29 @@ def settings_table(entries: list[Entry], judged: VerdictFile) -> list[dict[str, 
         rows = e.rows if e else []
         compiled = [r.compile_s for r in rows if r.compile_s is not None]
         out.append(
-            {
-                "strategy": c.strategy,
-                "precision": precision,
-                "grad_sync": flavour,
-                "k": c.k,
-                "n": c.n,
-                "a": c.a,
-                "b": c.b,
+            SettingLine(
+                strategy=c.strategy,
+                precision=precision,
+                grad_sync=flavour,
+                k=c.k,
+                n=c.n,
+                a=c.a,
+                b=c.b,
                 # "SETTING=VALUE" on both sides: the setting once, then each side's value
-                "setting": c.a.partition("=")[0],
-                "a_value": c.a.partition("=")[2],
-                "b_value": c.b.partition("=")[2],
-                "comparison": c,
-                "compile_s": statistics.median(compiled) if compiled else None,
-            }
+                setting=c.a.partition("=")[0],
+                a_value=c.a.partition("=")[2],
+                b_value=c.b.partition("=")[2],
+                comparison=c,
+                compile_s=statistics.median(compiled) if compiled else None,
+            )
         )
     out.sort(
         key=lambda line: (
-            strategy_order(line["strategy"]),
-            precision_order(line["precision"]),
-            line["grad_sync"],
-            line["k"],
-            line["n"],
+            strategy_order(line.strategy),
+            precision_order(line.precision),
+            line.grad_sync,
+            line.k,
+            line.n,
         )
     )
     return out

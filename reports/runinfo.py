@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from reports import verdicts
+from reports.page_records import TheRun
 from reports.records import RecordError, Row, RunFile, UnreadableFile
 from reports.rows import RESULTS, SchemaError, first_row, process_of
 
@@ -65,33 +66,33 @@ def _pytest_benchmark(directory: Path) -> dict[str, Any] | None:
     }
 
 
-def the_run(directory: Path, rows: list[Row], run: RunFile) -> dict[str, Any]:
+def the_run(directory: Path, rows: list[Row], run: RunFile) -> TheRun:
     """What the page says of the run as a whole: its settings and environment, its rows,
     where its time went, its failed and noisy processes, pytest-benchmark's figures."""
     ok_rows = [r for r in rows if r.ok]
     first = first_row(rows)
-    return {
-        "directory": directory,
-        "world_size": max((r.world_size or 1 for r in rows), default=1),
-        "workload": first.workload,
-        "has_sync": any("sync" in r.phases for r in ok_rows),
-        "run": run,
-        "sweep": run.sweep,
-        "env": {**run.env, **first.env},
-        "first": first,
-        "rows": len(rows),
-        "ok_rows": len(ok_rows),
-        "wall": wall_time(rows),
-        "parallel": first.parallel or "none",
-        "failed": [r for r in rows if not r.ok],
-        "noisy": [r.case_id for r in ok_rows if verdicts.noisy(r)],
-        "noisy_pressure": verdicts.NOISY_PRESSURE,
-        "noisy_switches": verdicts.NOISY_SWITCHES_PER_S,
+    return TheRun(
+        directory=directory,
+        world_size=max((r.world_size or 1 for r in rows), default=1),
+        workload=first.workload,
+        has_sync=any("sync" in r.phases for r in ok_rows),
+        run=run,
+        sweep=run.sweep,
+        env={**run.env, **first.env},
+        first=first,
+        rows=len(rows),
+        ok_rows=len(ok_rows),
+        wall=wall_time(rows),
+        parallel=first.parallel or "none",
+        failed=[r for r in rows if not r.ok],
+        noisy=[r.case_id for r in ok_rows if verdicts.noisy(r)],
+        noisy_pressure=verdicts.NOISY_PRESSURE,
+        noisy_switches=verdicts.NOISY_SWITCHES_PER_S,
         # which signal judged the rows: psi where it exists, else involuntary switches
-        "noise_signals": sorted({verdicts.case_noise(r).signal or "none" for r in ok_rows}),
-        "pytest_benchmark": _pytest_benchmark(directory),
-        "results": RESULTS,
-    }
+        noise_signals=sorted({verdicts.case_noise(r).signal or "none" for r in ok_rows}),
+        pytest_benchmark=_pytest_benchmark(directory),
+        results=RESULTS,
+    )
 
 
 def wall_time(rows: list[Row]) -> dict[str, Any]:

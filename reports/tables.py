@@ -4,13 +4,15 @@ timelines, the cost model and the grad_sync flavours. Plain data: the templates 
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from pathlib import Path
 from typing import Any
 
 from reports import leaks, profile, stats, targets, verdicts
+from reports.page_records import CaseLine, CaseMemory, FlavourLine, ProcessLine
 from reports.records import Entry, Row
-from reports.row_parts import Collectives
+from reports.row_parts import Collectives, GradCheck
 from reports.rows import REFERENCE, memory_note, strategy_order
 from reports.verdict_records import VerdictFile
 
@@ -19,7 +21,7 @@ def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
-def process_line(rows: list[Row]) -> dict[str, Any]:
+def process_line(rows: list[Row]) -> ProcessLine:
     """A case's process figures over its rounds (psutil): context switches per second of the
     timed pairs (the busiest process), whether it was pinned and to which cores, and the noise
     signal that judged it."""
@@ -31,77 +33,77 @@ def process_line(rows: list[Row]) -> dict[str, Any]:
     cores = sorted(
         {tuple(cs) for f in figures for cs in (f.rank_affinity or [f.affinity]) if cs is not None}
     )
-    return {
-        "involuntary_per_s": max(involuntary) if involuntary else None,
-        "voluntary_per_s": max(voluntary) if voluntary else None,
-        "pinned": any(r.pin for r in rows),
-        "cores": [list(c) for c in cores],
-        "noise_signals": sorted({verdicts.case_noise(r).signal or "none" for r in rows}),
-    }
+    return ProcessLine(
+        involuntary_per_s=max(involuntary) if involuntary else None,
+        voluntary_per_s=max(voluntary) if voluntary else None,
+        pinned=any(r.pin for r in rows),
+        cores=[list(c) for c in cores],
+        noise_signals=sorted({verdicts.case_noise(r).signal or "none" for r in rows}),
+    )
 
 
-def case_table(entries: list[Entry], result: VerdictFile) -> list[dict[str, Any]]:
+def case_table(entries: list[Entry], result: VerdictFile) -> list[CaseLine]:
     """One line per case: paired overhead, verdicts against native, memory, gradient check."""
     out = []
     for e in sorted(entries, key=lambda e: (e.k, e.n, strategy_order(e.strategy))):
-        line: dict[str, Any] = {
-            "strategy": e.strategy,
-            "k": e.k,
-            "n": e.n,
-            "rounds": e.rounds,
-            "failed": len(e.failed),
-            "ok": bool(e.phases),
-            "noisy": verdicts.noisy_case(e),
-            "trace": profile.trace_of(e),
-        }
-        if e.phases:
-            line.update(measured_line(e, result))
-        out.append(line)
+        line = CaseLine(
+            strategy=e.strategy,
+            k=e.k,
+            n=e.n,
+            rounds=e.rounds,
+            failed=len(e.failed),
+            ok=bool(e.phases),
+            noisy=verdicts.noisy_case(e),
+            trace=profile.trace_of(e),
+        )
+        out.append(measured_line(line, e, result) if e.phases else line)
     return out
 
 
-CASE_MEMORY = (  # the memory figures of a case's line, each its median over processes
-    "held_bytes",
-    "peak_bytes",
-    "plain_held_bytes",
-    "plain_peak_bytes",
-    "param_bytes",
-    "peak_rss_bytes",
-    "growth_bytes_per_window",
-    "plain_growth_bytes_per_window",
-)
+def case_memory(e: Entry) -> CaseMemory:
+    """A case's memory figures, each its median over processes, and what its growth is of."""
+    figures = {
+        f.name: verdicts.memory_figure(e, f.name)
+        for f in dataclasses.fields(CaseMemory)
+        if f.name != "growth_measure"
+    }
+    return CaseMemory(**figures, growth_measure=memory_note(e.rows, "growth_measure"))
 
 
-def measured_line(e: Entry, result: VerdictFile) -> dict[str, Any]:
+def measured_line(line: CaseLine, e: Entry, result: VerdictFile) -> CaseLine:
     """What a finished case's line shows: its phases and overhead, its verdicts against
     native, memory and growth, CPU pressure, its processes, collectives, gradient check."""
     rows = e.rows
-    line: dict[str, Any] = {"phases": e.phases, "overhead": e.overhead}
-    if e.strategy != REFERENCE:
-        line["vs_native"] = {
-            metric: verdicts.lookup(result, e.strategy, REFERENCE, e.k, e.n, metric)
-            for metric in verdicts.METRICS
-        }
-    line["memory"] = {key: verdicts.memory_figure(e, key) for key in CASE_MEMORY}
-    line["leak"] = leaks.lookup(result, e)
-    line["memory"]["growth_measure"] = memory_note(rows, "growth_measure")
     pressure = [
         r.cpu_pressure.median for r in rows if r.cpu_pressure and r.cpu_pressure.median is not None
     ]
-    line["cpu_pressure"] = max(pressure) if pressure else None
-    line["process"] = process_line(rows)
     calls = [r.allreduce_per_window for r in rows if r.allreduce_per_window]
-    line["allreduce_per_window"] = _median(calls) if calls else None
     checks = [r.grad_check for r in rows if r.grad_check]
-    if checks:
-        line["grad_check"] = {
-            "max_rel_diff": max(c.max_rel_diff for c in checks),
-            "max_abs_diff": max(c.max_abs_diff for c in checks),
-            "tolerance": max(c.tolerance for c in checks),
-            "windows": min(c.windows or 1 for c in checks),
-            "ok": all(c.ok for c in checks),
-        }
-    return line
+    return dataclasses.replace(
+        line,
+        phases=e.phases,
+        overhead=e.overhead,
+        vs_native=None
+        if e.strategy == REFERENCE
+        else {
+            metric: verdicts.lookup(result, e.strategy, REFERENCE, e.k, e.n, metric)
+            for metric in verdicts.METRICS
+        },
+        memory=case_memory(e),
+        leak=leaks.lookup(result, e),
+        cpu_pressure=max(pressure) if pressure else None,
+        process=process_line(rows),
+        allreduce_per_window=_median(calls) if calls else None,
+        grad_check=GradCheck(
+            max_rel_diff=max(c.max_rel_diff for c in checks),
+            max_abs_diff=max(c.max_abs_diff for c in checks),
+            tolerance=max(c.tolerance for c in checks),
+            windows=min(c.windows or 1 for c in checks),
+            ok=all(c.ok for c in checks),
+        )
+        if checks
+        else None,
+    )
 
 
 def core_overheads(entries: list[Entry]) -> list[dict[str, Any]]:
@@ -209,7 +211,7 @@ def main_flavour(entries) -> str:
     return "last" if "last" in flavours or not flavours else flavours[0]
 
 
-def flavour_table(entries: list[Entry], judged: VerdictFile) -> list[dict[str, Any]]:
+def flavour_table(entries: list[Entry], judged: VerdictFile) -> list[FlavourLine]:
     """Under DDP/FSDP2/HSDP, one line per case and flavour: overhead, the flavour against
     ``every`` on one model (verdicts.json's ``grad_sync``), collectives, memory per rank."""
     if not any(e.phases and e.parallel != "none" for e in entries):
@@ -228,27 +230,18 @@ def flavour_table(entries: list[Entry], judged: VerdictFile) -> list[dict[str, A
             order.get(e.grad_sync, 3),
         ),
     ):
-        row = e.rows[0]
         out.append(
-            {
-                "strategy": e.strategy,
-                "k": e.k,
-                "n": e.n,
-                "grad_sync": e.grad_sync,
-                "overhead": e.overhead,
-                "window": e.phases["window"],
-                "vs_every": against.get(
-                    (
-                        e.strategy,
-                        e.k,
-                        e.n,
-                        e.grad_sync,
-                        e.precision,
-                    )
-                ),
-                "collectives": row.collectives_per_window or Collectives(),
-                "held_bytes": verdicts.memory_figure(e, "held_bytes"),
-                "peak_bytes": verdicts.memory_figure(e, "peak_bytes"),
-            }
+            FlavourLine(
+                strategy=e.strategy,
+                k=e.k,
+                n=e.n,
+                grad_sync=e.grad_sync,
+                overhead=e.overhead,
+                window=e.phases["window"],
+                vs_every=against.get((e.strategy, e.k, e.n, e.grad_sync, e.precision)),
+                collectives=e.rows[0].collectives_per_window or Collectives(),
+                held_bytes=verdicts.memory_figure(e, "held_bytes"),
+                peak_bytes=verdicts.memory_figure(e, "peak_bytes"),
+            )
         )
     return out

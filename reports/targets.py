@@ -3,9 +3,8 @@ and its limit, and each can fail."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from reports import rows, verdicts
+from reports.page_records import Target
 from reports.records import Entry, Paired
 from reports.verdict_records import Comparison, VerdictFile
 
@@ -38,7 +37,7 @@ def _ratio(c: Comparison) -> str:
     return f"{verdicts.ratio_text(c)}: {c.verdict}"
 
 
-def _core(pooled: dict[tuple, Entry]) -> list[dict[str, Any]]:
+def _core(pooled: dict[tuple, Entry]) -> list[Target]:
     """native against the plain loop beside it: the core's own overhead, per K and N."""
     out = []
     for entry in pooled.values():
@@ -48,41 +47,41 @@ def _core(pooled: dict[tuple, Entry]) -> list[dict[str, Any]]:
         if result.ratio is None:
             continue
         out.append(
-            {
-                "target": f"core overhead, native / plain loop, paired (K={entry.k}, N={entry.n})",
-                "value": verdicts.ratio_text(result),
-                "limit": f"<= {OVERHEAD_MAX} with CI high <= {OVERHEAD_CI_MAX}",
-                "ok": overhead_ok(result),
-            }
+            Target(
+                target=f"core overhead, native / plain loop, paired (K={entry.k}, N={entry.n})",
+                value=verdicts.ratio_text(result),
+                limit=f"<= {OVERHEAD_MAX} with CI high <= {OVERHEAD_CI_MAX}",
+                ok=overhead_ok(result),
+            )
         )
     return out
 
 
-def _strategies(pooled, judged, k: int, ns: list[int]) -> list[dict[str, Any]]:
+def _strategies(pooled, judged, k: int, ns: list[int]) -> list[Target]:
     """At one K: lazy never slower than block; global's hazard at the largest N found; how
     global's and block's resets grow with N."""
     out = []
     lazy = verdicts.lookup(judged, "lazy", "block", k, ns[0], "window")
     if lazy and lazy.ratio is not None:
         out.append(
-            {
-                "target": f"lazy window / block window, paired ratios (K={k}, N={ns[0]})",
-                "value": _ratio(lazy),
-                "limit": "verdict not 'higher': lazy is never slower than block",
-                "ok": lazy.verdict != "higher",
-            }
+            Target(
+                target=f"lazy window / block window, paired ratios (K={k}, N={ns[0]})",
+                value=_ratio(lazy),
+                limit="verdict not 'higher': lazy is never slower than block",
+                ok=lazy.verdict != "higher",
+            )
         )
     if len(ns) < 2:
         return out
     hazard = verdicts.lookup(judged, "global", "block", k, ns[-1], "window")
     if hazard and hazard.ratio is not None:
         out.append(
-            {
-                "target": f"global window / block window at N={ns[-1]:,} (K={k})",
-                "value": _ratio(hazard),
-                "limit": "verdict 'higher': the djl #2101 hazard is found",
-                "ok": hazard.verdict == "higher",
-            }
+            Target(
+                target=f"global window / block window at N={ns[-1]:,} (K={k})",
+                value=_ratio(hazard),
+                limit="verdict 'higher': the djl #2101 hazard is found",
+                ok=hazard.verdict == "higher",
+            )
         )
     for name, bound, sense in (
         ("global", GLOBAL_GROWTH_MIN, ">="),
@@ -92,17 +91,17 @@ def _strategies(pooled, judged, k: int, ns: list[int]) -> list[dict[str, Any]]:
         if low and high is not None:
             growth = high / low
             out.append(
-                {
-                    "target": f"{name} reset at N={ns[-1]:,} / at N={ns[0]} (K={k})",
-                    "value": f"{growth:.2f}x ({low * 1e3:.3f} ms -> {high * 1e3:.3f} ms)",
-                    "limit": f"{sense} {bound}",
-                    "ok": growth >= bound if sense == ">=" else growth <= bound,
-                }
+                Target(
+                    target=f"{name} reset at N={ns[-1]:,} / at N={ns[0]} (K={k})",
+                    value=f"{growth:.2f}x ({low * 1e3:.3f} ms -> {high * 1e3:.3f} ms)",
+                    limit=f"{sense} {bound}",
+                    ok=growth >= bound if sense == ">=" else growth <= bound,
+                )
             )
     return out
 
 
-def _gradient_checks(entries) -> list[dict[str, Any]]:
+def _gradient_checks(entries) -> list[Target]:
     """Every precision's cases (the tables show one): a line per precision, its tolerances."""
     by_precision: dict[str, list[tuple[dict, list]]] = {}
     for e in entries:
@@ -122,14 +121,14 @@ def _gradient_checks(entries) -> list[dict[str, Any]]:
         same = sum(c.accepted_by == "same-order sum" for c in checks)
         note = f" (or, {same} of them, the same additions in the gradient's dtype)" if same else ""
         out.append(
-            {
-                "target": f"every gradient check, {precision} ({len(here)} cases, "
+            Target(
+                target=f"every gradient check, {precision} ({len(here)} cases, "
                 f"{len(checks)} processes, {windows} windows each), max relative difference "
                 f"from the float64 sum{note}",
-                "value": f"{worst:.2e}",
-                "limit": f"<= {high:g}" if low == high else f"<= {low:g} to {high:g}",
-                "ok": all(c.ok for c in checks),
-            }
+                value=f"{worst:.2e}",
+                limit=f"<= {high:g}" if low == high else f"<= {low:g} to {high:g}",
+                ok=all(c.ok for c in checks),
+            )
         )
     return out
 
@@ -138,7 +137,7 @@ def evaluate(
     pooled: dict[tuple, Entry],
     judged: VerdictFile,
     every: dict[tuple, Entry] | None = None,
-) -> list[dict[str, Any]]:
+) -> list[Target]:
     """Each target that this sweep's cases (the tables' precision and flavour) can answer:
     what, measured, limit, ok; the gradient checks of ``every`` case, per precision."""
     ks = sorted({e.k for e in pooled.values()})

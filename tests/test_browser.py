@@ -48,7 +48,7 @@ def test_report_renders_in_chromium(real_sweep, browser, tmp_path):
     assert "Fastest:" in answer and "Leanest:" in answer and "resolution" in answer
     # the verdicts section shows, visibly, the word verdicts.json gives each comparison here
     judged = json.loads((real_sweep / verdict_records.VERDICTS).read_text())
-    k, n = analysis.report(real_sweep)["default"]
+    k, n = analysis.report(real_sweep).default
     here = [c for c in judged["comparisons"] if (c["k"], c["n"]) == (k, n)]
     assert len(here) == SWEEP_PAIRS * len(verdicts.METRICS)
     words = table_words(browser, "verdicts")

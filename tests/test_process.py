@@ -19,6 +19,7 @@ from benches.sweep.arguments import UsageError, resolve
 from benches.sweep.options import build_parser
 from reports import verdicts
 from reports.records import CaseNoise, Row
+from reports.row_parts import CpuPressure, ProcessFigures
 
 ROOT = Path(__file__).resolve().parent.parent
 # a launcher whose child starts a grandchild in a session of its own, as torchrun starts ranks
@@ -115,10 +116,11 @@ def test_pin_is_on_with_one_thread_and_can_be_turned_off():
 
 
 def test_the_noise_signal_falls_back_to_involuntary_switches_without_psi():
-    with_psi = Row(cpu_pressure={"median": 0.2}, process={"involuntary_per_s": 1.0})
+    pressure, calm = CpuPressure(median=0.2), ProcessFigures(involuntary_per_s=1.0)
+    with_psi = Row(cpu_pressure=pressure, process=calm)
     assert verdicts.case_noise(with_psi).signal == "psi" and verdicts.noisy(with_psi)
-    busy = Row(cpu_pressure={"median": None}, process={"involuntary_per_s": 120.0})
-    quiet = Row(cpu_pressure={"median": None}, process={"involuntary_per_s": 8.0})
+    busy = Row(cpu_pressure=CpuPressure(), process=ProcessFigures(involuntary_per_s=120.0))
+    quiet = Row(cpu_pressure=CpuPressure(), process=ProcessFigures(involuntary_per_s=8.0))
     assert verdicts.case_noise(busy) == CaseNoise(
         signal="involuntary_switches",
         value=120.0,

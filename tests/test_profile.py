@@ -20,6 +20,7 @@ from benches.engine import case, profiling
 from benches.engine.runner import PairedRunner
 from benches.engine.spec import CaseSpec
 from reports import profile as report_profile
+from reports.page_records import CaseLine
 
 SIGNED = ("native", "block", "foreach", "lazy", "flat", "global")
 
@@ -327,6 +328,7 @@ def test_with_ranks_only_rank_0_is_profiled(tmp_path):
 def test_a_trace_left_behind_is_not_linked(tmp_path):
     (tmp_path / "traces").mkdir()
     (tmp_path / "traces" / "kept.json.gz").write_bytes(b"")
-    lines = [{"trace": "traces/kept.json.gz"}, {"trace": "traces/gone.json.gz"}, {"trace": None}]
+    traces = ("traces/kept.json.gz", "traces/gone.json.gz", None)
+    lines = [CaseLine("lazy", 1, 0, 1, 0, True, False, trace=trace) for trace in traces]
     out = report_profile.with_traces(tmp_path, lines)
-    assert [line["trace_present"] for line in out] == [True, False, False]
+    assert [line.trace_present for line in out] == [True, False, False]

@@ -35,31 +35,31 @@ def test_real_sweep_rows_and_verdicts(real_sweep):
     assert {c["verdict"] for c in judged["comparisons"]} <= set(WORDS)
     report = analysis.report(real_sweep)
     # rebuilt: the same, to the bit
-    assert judged == records.finite(report["verdicts_json"].to_json())
+    assert judged == records.finite(report.verdicts_json.to_json())
     # every strategy, the control's first process too, has its timeline and its cost model
-    assert {t["label"] for t in report["timelines"]} == {*SWEEP_STRATEGIES, "plain loop"}
-    assert {c["strategy"] for c in report["costs"]} == set(SWEEP_STRATEGIES)
+    assert {t["label"] for t in report.timelines} == {*SWEEP_STRATEGIES, "plain loop"}
+    assert {c["strategy"] for c in report.costs} == set(SWEEP_STRATEGIES)
     # the answer at the default K and N follows the verdicts, whatever this machine measured
-    answer = report["answer"]
-    k, n = report["default"]
-    assert (answer["k"], answer["n"]) == (k, n) == (1, 0)
+    answer = report.answer
+    k, n = report.default
+    assert (answer.k, answer.n) == (k, n) == (1, 0)
     here = [r for r in rows if (r["accumulate"], r["live_tensors"]) == (k, n)]
     noisy = {r["strategy"] for r in here if r["cpu_pressure"]["median"] > verdicts.NOISY_PRESSURE}
-    assert answer["excluded_noisy"] == sorted(noisy)
-    assert answer["candidates"] == len(SWEEP_STRATEGIES) - len(noisy)
+    assert answer.excluded_noisy == sorted(noisy)
+    assert answer.candidates == len(SWEEP_STRATEGIES) - len(noisy)
     here_noise = next(f for f in judged["noise_floor"] if (f["k"], f["n"]) == (k, n))
-    assert answer["resolution"] == here_noise["resolution"]
-    if answer["candidates"] >= 2:
-        lead = answer["fastest"]["lead"]
-        assert lead == verdicts.lookup(report["verdicts"], lead.a, lead.b, k, n, "window")
-        assert answer["advice"].startswith("Use") == (lead.verdict == "lower")
-        assert ("tie on speed" in answer["advice"]) == (lead.verdict != "lower")
+    assert answer.resolution == here_noise["resolution"]
+    if answer.candidates >= 2:
+        lead = answer.fastest.lead
+        assert lead == verdicts.lookup(report.verdicts, lead.a, lead.b, k, n, "window")
+        assert answer.advice.startswith("Use") == (lead.verdict == "lower")
+        assert ("tie on speed" in answer.advice) == (lead.verdict != "lower")
         overheads = {
             o["strategy"]: o["ratio"]
             for o in judged["overheads"]
             if (o["k"], o["n"]) == (k, n) and o["strategy"] not in noisy
         }
-        assert answer["fastest"]["strategy"] == min(overheads, key=overheads.get)
+        assert answer.fastest.strategy == min(overheads, key=overheads.get)
 
 
 def test_real_sweep_compared_with_itself_on_a_slower_machine(real_sweep, tmp_path):
@@ -87,8 +87,8 @@ def test_recipe_sweep_shows_every_precision_and_the_settings_compared(recipe_swe
     rows = rows_of(out)
     assert {r["status"] for r in rows} == {"ok"}, [r["error"] for r in rows if r["error"]]
     report = analysis.report(out)
-    assert (report["precision"], report["precisions"]) == ("fp32", ["fp32", "bf16"])
-    errors = {(e["precision"], e["k"]): e for e in report["errors"]}
+    assert (report.precision, report.precisions) == ("fp32", ["fp32", "bf16"])
+    errors = {(e["precision"], e["k"]): e for e in report.errors}
     assert sorted(errors) == [("bf16", 1), ("bf16", 4), ("fp32", 1), ("fp32", 4)]
     for precision in ("fp32", "bf16"):  # one micro-batch: nothing added, nothing rounded
         assert errors[(precision, 1)]["accumulation"] == {"max_rel": 0.0, "norm_rel": 0.0}

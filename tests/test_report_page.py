@@ -28,7 +28,7 @@ from synthetic import (
 
 from reports import analysis, build, charts, verdict_records, verdicts
 from reports.__main__ import main as reports_main
-from reports.row_parts import ErrorFigures
+from reports.row_parts import ErrorFigures, GradCheck
 from reports.rows import SCHEMA_VERSION, read, strategy_order
 
 
@@ -36,32 +36,32 @@ from reports.rows import SCHEMA_VERSION, read, strategy_order
 def test_answer_names_fastest_by_overhead_and_leanest_by_peak(tmp_path):
     directory = write_run(tmp_path / "run", standard_rows())
     report = analysis.report(directory)
-    assert report["default"] == (1, 0)
-    answer = report["answer"]
-    assert answer["excluded_noisy"] == ["flat"]  # fastest, but measured under pressure
-    assert answer["candidates"] == 4
-    fastest = answer["fastest"]
-    assert fastest["strategy"] == "lazy"
-    assert fastest["overhead"].ratio == pytest.approx(0.7, rel=0.01)
-    assert fastest["overhead"].confidence == 0.95 and fastest["overhead"].pairs == 10
-    assert fastest["runner_up"]["strategy"] == "native"
-    assert fastest["runner_up"]["overhead"].processes == 3
-    lead = fastest["lead"]
+    assert report.default == (1, 0)
+    answer = report.answer
+    assert answer.excluded_noisy == ["flat"]  # fastest, but measured under pressure
+    assert answer.candidates == 4
+    fastest = answer.fastest
+    assert fastest.strategy == "lazy"
+    assert fastest.overhead.ratio == pytest.approx(0.7, rel=0.01)
+    assert fastest.overhead.confidence == 0.95 and fastest.overhead.pairs == 10
+    assert fastest.runner_up.strategy == "native"
+    assert fastest.runner_up.overhead.processes == 3
+    lead = fastest.lead
     assert (lead.a, lead.b, lead.metric) == ("lazy", "native", "window")
     assert lead.ratio == pytest.approx(0.7, rel=0.01)
     assert lead.ci_high < 1 and lead.q < 0.05  # significant over the sweep
     assert lead.verdict == "lower"
-    assert answer["resolution"] is not None and 0.02 <= answer["resolution"] < 0.05
-    assert answer["min_effect"] == verdicts.DEFAULT_MIN_EFFECT
-    leanest = answer["leanest"]
-    assert (leanest["strategy"], leanest["peak_bytes"], leanest["held_bytes"]) == (
+    assert answer.resolution is not None and 0.02 <= answer.resolution < 0.05
+    assert answer.min_effect == verdicts.DEFAULT_MIN_EFFECT
+    leanest = answer.leanest
+    assert (leanest.strategy, leanest.peak_bytes, leanest.held_bytes) == (
         "block",
         9 * MIB,
         MIB,
     )
-    assert leanest["runner_up"]["peak_bytes"] == int(9.5 * MIB)
-    assert leanest["lead"].verdict == "lower" and leanest["lead"].metric == "peak_memory"
-    advice = answer["advice"]
+    assert leanest.runner_up.peak_bytes == int(9.5 * MIB)
+    assert leanest.lead.verdict == "lower" and leanest.lead.metric == "peak_memory"
+    advice = answer.advice
     assert advice.startswith("Use `lazy` for speed: it is lower than `native`, the next fastest")
     assert "significant over the sweep and beyond min-effect 2%" in advice
     assert "; `block` needs the least memory at peak" in advice
@@ -84,17 +84,17 @@ def test_answer_names_fastest_by_overhead_and_leanest_by_peak(tmp_path):
 def test_advice_is_a_tie_when_strategies_are_near_identical(tmp_path):
     rows = [make_row("native", round=r, control=r > 0) for r in (0, 1, 2)]
     rows += [make_row("lazy", overhead=1.001), make_row("block", overhead=1.3, peak=8 * MIB)]
-    answer = analysis.report(write_run(tmp_path / "run", rows))["answer"]
-    assert answer["resolution"] is not None
-    lead = answer["fastest"]["lead"]
+    answer = analysis.report(write_run(tmp_path / "run", rows)).answer
+    assert answer.resolution is not None
+    lead = answer.fastest.lead
     assert {lead.a, lead.b} == {"lazy", "native"}
     assert lead.verdict == "same"
     assert 1 / 1.02 <= lead.ci90_low <= lead.ci90_high <= 1.02  # two one-sided tests
-    assert not answer["advice"].startswith("Use")
-    assert f"`{lead.a}` and `{lead.b}` tie on speed here" in answer["advice"]
+    assert not answer.advice.startswith("Use")
+    assert f"`{lead.a}` and `{lead.b}` tie on speed here" in answer.advice
     because = ": same, because their 90% interval lies within +-2%), so choose on memory"
-    assert because in answer["advice"]
-    assert "; `block` needs the least memory at peak" in answer["advice"]
+    assert because in answer.advice
+    assert "; `block` needs the least memory at peak" in answer.advice
 
 
 def test_no_lower_verdict_without_a_measured_noise_floor(tmp_path):
@@ -102,12 +102,12 @@ def test_no_lower_verdict_without_a_measured_noise_floor(tmp_path):
     30% lead is no more than unclear, and the advice does not pick a winner."""
     rows = [make_row("native"), make_row("lazy", overhead=0.7)]
     directory = write_run(tmp_path / "run", rows)
-    answer = analysis.report(directory)["answer"]
-    assert answer["resolution"] is None
-    lead = answer["fastest"]["lead"]
+    answer = analysis.report(directory).answer
+    assert answer.resolution is None
+    lead = answer.fastest.lead
     assert lead.ratio == pytest.approx(0.7, rel=0.01)
     assert lead.ci_low is None and lead.verdict == "unclear"  # no interval is honest
-    assert answer["advice"].startswith("`lazy` and `native` tie on speed here")
+    assert answer.advice.startswith("`lazy` and `native` tie on speed here")
     section = by_id(build.build(directory).read_text(), "answer")
     assert "not measured: no variance between processes, so only <i>unclear</i>" in section
 
@@ -119,31 +119,31 @@ def test_noisy_cases_are_left_out_of_the_answer(tmp_path):
         make_row("block", overhead=0.9, peak=8 * MIB, pressure=verdicts.NOISY_PRESSURE - 0.05),
     ]
     report = analysis.report(write_run(tmp_path / "run", rows))
-    answer = report["answer"]
-    assert answer["excluded_noisy"] == ["lazy"]
-    assert answer["fastest"]["strategy"] == "block"
+    answer = report.answer
+    assert answer.excluded_noisy == ["lazy"]
+    assert answer.fastest.strategy == "block"
     # memory is exact, so CPU pressure does not disqualify it: the noisy case is still leanest
-    assert answer["leanest"]["strategy"] == "lazy"
-    assert "Use `lazy`" not in answer["advice"]
-    assert report["noisy"] == ["lazy-k1-n0-tiny-cpu-r0"]
-    lazy = next(c for c in report["cases"] if c["strategy"] == "lazy")
-    assert lazy["noisy"] and lazy["cpu_pressure"] == pytest.approx(0.15)
+    assert answer.leanest.strategy == "lazy"
+    assert "Use `lazy`" not in answer.advice
+    assert report.noisy == ["lazy-k1-n0-tiny-cpu-r0"]
+    lazy = next(c for c in report.cases if c.strategy == "lazy")
+    assert lazy.noisy and lazy.cpu_pressure == pytest.approx(0.15)
     # its comparisons are still stated, marked noisy
-    window = verdicts.lookup(report["verdicts"], "lazy", "native", 1, 0, "window")
+    window = verdicts.lookup(report.verdicts, "lazy", "native", 1, 0, "window")
     assert window.noisy is True
 
     only_noisy = [make_row("lazy", pressure=0.5), make_row("native", pressure=0.5)]
-    answer = analysis.report(write_run(tmp_path / "noisy", only_noisy))["answer"]
-    assert answer["excluded_noisy"] == ["lazy", "native"] and "fastest" not in answer
-    assert answer["advice"] == "No strategy finished without CPU pressure at K=1, N=0."
+    answer = analysis.report(write_run(tmp_path / "noisy", only_noisy)).answer
+    assert answer.excluded_noisy == ["lazy", "native"] and answer.fastest is None
+    assert answer.advice == "No strategy finished without CPU pressure at K=1, N=0."
 
 
 def test_default_case_is_the_sweeps_first_k_and_no_ballast(tmp_path):
     rows = [make_row(s, k, n) for s in ("native", "lazy") for k in (1, 4) for n in (0, 500)]
     report = analysis.report(write_run(tmp_path / "run", rows, accumulate=[4, 1]))
-    assert report["default"] == (4, 0)
-    assert {(c["k"], c["n"]) for c in report["default_cases"]} == {(4, 0)}
-    assert (report["answer"]["k"], report["answer"]["n"]) == (4, 0)
+    assert report.default == (4, 0)
+    assert {(c.k, c.n) for c in report.default_cases} == {(4, 0)}
+    assert (report.answer.k, report.answer.n) == (4, 0)
 
 
 # -- content: verdicts.json and the tables --------------------------------------------------------
@@ -181,7 +181,7 @@ def test_verdicts_json_is_written_and_the_page_shows_what_it_says(tmp_path):
     assert expected[("global", "native", "held_memory")][1] == "same"
     # the answer's lead is verdicts.json's comparison
     report = analysis.report(directory)
-    lead = report["answer"]["fastest"]["lead"]
+    lead = report.answer.fastest.lead
     stored = verdicts.lookup(
         verdict_records.VerdictFile.from_json(judged), "lazy", "native", 1, 0, "window"
     )
@@ -192,29 +192,25 @@ def test_verdicts_json_is_written_and_the_page_shows_what_it_says(tmp_path):
 
 def test_case_table_overheads_and_reset_slopes(tmp_path):
     report = analysis.report(write_run(tmp_path / "run", standard_rows()))
-    cases = {c["strategy"]: c for c in report["default_cases"]}
+    cases = {c.strategy: c for c in report.default_cases}
     native, lazy = cases["native"], cases["lazy"]
-    assert native["rounds"] == 3 and "vs_native" not in native
-    assert native["overhead"].processes == 3 and native["overhead"].pairs == 30
-    assert native["overhead"].method.startswith("hierarchical percentile bootstrap")
-    assert lazy["overhead"].ratio == pytest.approx(0.7, rel=0.01)
-    assert lazy["vs_native"]["window"].verdict == "lower"
-    assert lazy["vs_native"]["peak_memory"].verdict == "higher"  # 10 MiB against 9.5
-    assert lazy["vs_native"]["held_memory"].verdict == "same"
-    assert (lazy["memory"]["peak_bytes"], lazy["memory"]["plain_peak_bytes"]) == (10 * MIB, 8 * MIB)
-    assert lazy["grad_check"] == {
-        "max_rel_diff": 0.0,
-        "max_abs_diff": 0.0,
-        "tolerance": 1e-5,
-        "windows": 3,
-        "ok": True,
-    }
-    assert cases["flat"]["noisy"] and not lazy["noisy"]
-    core = {(o["k"], o["n"]): o for o in report["overheads"]}
+    assert native.rounds == 3 and native.vs_native is None
+    assert native.overhead.processes == 3 and native.overhead.pairs == 30
+    assert native.overhead.method.startswith("hierarchical percentile bootstrap")
+    assert lazy.overhead.ratio == pytest.approx(0.7, rel=0.01)
+    assert lazy.vs_native["window"].verdict == "lower"
+    assert lazy.vs_native["peak_memory"].verdict == "higher"  # 10 MiB against 9.5
+    assert lazy.vs_native["held_memory"].verdict == "same"
+    assert (lazy.memory.peak_bytes, lazy.memory.plain_peak_bytes) == (10 * MIB, 8 * MIB)
+    assert lazy.grad_check == GradCheck(
+        max_rel_diff=0.0, max_abs_diff=0.0, tolerance=1e-5, windows=3, ok=True
+    )
+    assert cases["flat"].noisy and not lazy.noisy
+    core = {(o["k"], o["n"]): o for o in report.overheads}
     assert sorted(core) == [(1, 0), (1, 10_000), (2, 0), (2, 10_000)]
     assert core[(1, 0)]["overhead"].ratio == pytest.approx(1.0, abs=0.01)
     assert core[(1, 0)]["plain"]["n"] == 30 and core[(1, 0)]["overhead"].processes == 3
-    slopes = {s["strategy"]: s for s in report["slopes"]}
+    slopes = {s["strategy"]: s for s in report.slopes}
     assert slopes["global"]["slope_s"] == pytest.approx(1e-6)  # 10 ms per 10,000 tensors
     assert slopes["native"]["slope_s"] == pytest.approx(0, abs=1e-15)
     assert [p["live"] for p in slopes["global"]["points"]] == [0, 10_000]
@@ -258,8 +254,8 @@ def test_accumulation_error_of_every_precision(tmp_path):
     ]
     directory = write_run(tmp_path / "run", rows)
     report = analysis.report(directory)
-    assert report["precision"] == "fp32" and report["precisions"] == ["fp32", "bf16"]
-    lines = report["errors"]
+    assert report.precision == "fp32" and report.precisions == ["fp32", "bf16"]
+    lines = report.errors
     assert len(lines) == len(OVERHEADS) * 2 * 2  # strategies x precisions x K
     assert [(e["strategy"], e["precision"], e["k"]) for e in lines[:4]] == [
         ("native", "fp32", 1),
@@ -273,7 +269,7 @@ def test_accumulation_error_of_every_precision(tmp_path):
     )
     assert bf16["total"].norm_rel == pytest.approx(5e-2 * 2**0.5)
     assert (bf16["tolerance"], bf16["check_ok"], bf16["windows"]) == (0.0625, True, 3)
-    checks = {g["precision"]: g for g in report["grad_checks"]}
+    checks = {g["precision"]: g for g in report.grad_checks}
     assert list(checks) == ["fp32", "bf16"]
     assert checks["bf16"]["cases"] == checks["bf16"]["passed"] == 2 * len(OVERHEADS)
     assert (checks["bf16"]["tolerance_min"], checks["bf16"]["tolerance_max"]) == (0.03125, 0.0625)
@@ -302,7 +298,7 @@ def test_rows_without_error_figures_have_no_accumulation_section(tmp_path):
     for row in rows:
         del row["accumulation_error"], row["total_error"]
     html = build.build(write_run(tmp_path / "run", rows)).read_text()
-    assert analysis.report(tmp_path / "run")["errors"] == []
+    assert analysis.report(tmp_path / "run").errors == []
     assert 'id="accumulation-error"' not in html and "#accumulation-error" not in html
     assert 'data-chart="accumulation-error"' not in html
     assert "Settings compared" not in html  # nor without --compare-settings

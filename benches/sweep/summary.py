@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from reports import analysis
+from reports.page_records import CaseMemory, Page
 from reports.verdicts import ratio_text
 
 
@@ -21,15 +22,19 @@ def _mib(n: float | None) -> str:
     return "-" if n is None else f"{n / 2**20:.2f}"
 
 
+def _count(n: float | None) -> str:
+    return "-" if n is None else str(n)
+
+
 def print_summary(directory: Path, console: Console | None = None) -> None:
     # rich truncates numbers at 80 columns when output goes to a pipe or a CI log: use 140
     console = console or Console(width=None if sys.stdout.isatty() else 140)
     report = analysis.report(directory)
-    judged = report["verdicts"]
+    judged = report.verdicts
     console.print(case_table(report, directory))
-    if report["flavours"]:
+    if report.flavours:
         console.print(flavour_table(report))
-    if report["settings"]:
+    if report.settings:
         console.print(settings_table(report))
     resolution = ", ".join(
         f"K={f.k} N={f.n:,} {f.case['precision']}: "
@@ -42,27 +47,27 @@ def print_summary(directory: Path, console: Console | None = None) -> None:
         f"beyond min-effect {judged.min_effect:.0%}; resolution (the smallest difference "
         f"this sweep tells apart) {resolution or '-'}"
     )
-    if report["noisy"]:
+    if report.noisy:
         console.print(
-            f"[yellow]warning[/yellow]: {len(report['noisy'])} cases ran while other work held "
+            f"[yellow]warning[/yellow]: {len(report.noisy)} cases ran while other work held "
             f"the CPU ({noise_rule(report)}): they are left out of the answer; rerun on a quiet "
             "machine or with --threads 1"
         )
-    answer = report.get("answer")
+    answer = report.answer
     if answer:
-        console.print(f"answer (K={answer['k']}, N={answer['n']:,}): {escape(answer['advice'])}")
-    for target in report["targets"]:
-        mark = "[green]PASS[/green]" if target["ok"] else "[red]FAIL[/red]"
-        text = f"{target['target']}: {target['value']} (target {target['limit']})"
+        console.print(f"answer (K={answer.k}, N={answer.n:,}): {escape(answer.advice)}")
+    for target in report.targets:
+        mark = "[green]PASS[/green]" if target.ok else "[red]FAIL[/red]"
+        text = f"{target.target}: {target.value} (target {target.limit})"
         console.print(f"{mark} {escape(text)}")
 
 
-def case_table(report: dict, directory: Path) -> Table:
+def case_table(report: Page, directory: Path) -> Table:
     """One line per case: its window, paired overhead, verdict against native, memory, check."""
     title = f"paired overhead per case ({escape(directory.name)})"
-    if len(report["precisions"]) > 1:
+    if len(report.precisions) > 1:
         title = (
-            f"paired overhead per case ({escape(directory.name)}; precision {report['precision']}: "
+            f"paired overhead per case ({escape(directory.name)}; precision {report.precision}: "
             "verdicts.json holds every precision)"
         )
     table = Table(title=title, title_justify="left")
@@ -70,69 +75,68 @@ def case_table(report: dict, directory: Path) -> Table:
     columns += ["held MiB", "peak MiB", "grad diff", "status"]
     for column in columns:
         table.add_column(column, justify="left" if column in ("strategy", "status") else "right")
-    for line in report["cases"]:
-        window = line.get("phases", {}).get("window", {})
-        vs = (line.get("vs_native") or {}).get("window")
-        memory = line.get("memory") or {}
-        check = line.get("grad_check") or {}
-        status = "ok" if line["ok"] else "[red]failed[/red]"
-        if line.get("noisy"):
+    for line in report.cases:
+        window = line.phases.get("window", {})
+        vs = (line.vs_native or {}).get("window")
+        memory = line.memory or CaseMemory()
+        check = line.grad_check
+        status = "ok" if line.ok else "[red]failed[/red]"
+        if line.noisy:
             status += " [yellow]noisy[/yellow]"
         table.add_row(
-            escape(line["strategy"]),  # a plugin's label is data, never markup
-            str(line["k"]),
-            f"{line['n']:,}",
+            escape(line.strategy),  # a plugin's label is data, never markup
+            str(line.k),
+            f"{line.n:,}",
             _ms(window.get("median_s")),
-            ratio_text(line.get("overhead")),
+            ratio_text(line.overhead),
             f"{ratio_text(vs)} {vs.verdict}" if vs else "-",
-            _mib(memory.get("held_bytes")),
-            _mib(memory.get("peak_bytes")),
-            f"{check['max_rel_diff']:.1e}" if check else "-",
+            _mib(memory.held_bytes),
+            _mib(memory.peak_bytes),
+            f"{check.max_rel_diff:.1e}" if check else "-",
             status,
         )
     return table
 
 
-def flavour_table(report: dict) -> Table:
+def flavour_table(report: Page) -> Table:
     """Under DDP/FSDP2/HSDP: every grad_sync flavour, with its paired ratio against every."""
     table = Table(
-        title=f"grad_sync flavours ({report['parallel']}; the table above shows "
-        f"{report['grad_sync']})",
+        title=f"grad_sync flavours ({report.parallel}; the table above shows {report.grad_sync})",
         title_justify="left",
     )
     columns = ["strategy", "K", "live", "grad_sync", "window ms", "vs every (CI)"]
     columns += ["reduce-scatters", "all-reduces", "held MiB/rank", "peak MiB/rank"]
     for column in columns:
         table.add_column(column, justify="left" if column in ("strategy", "grad_sync") else "right")
-    for line in report["flavours"]:
-        vs = line.get("vs_every")
-        collectives = line.get("collectives") or {}
+    for line in report.flavours:
+        vs = line.vs_every
+        collectives = line.collectives
         table.add_row(
-            escape(line["strategy"]),  # a plugin's label is data, never markup
-            str(line["k"]),
-            f"{line['n']:,}",
-            line["grad_sync"],
-            _ms(line["window"].get("median_s")),
+            escape(line.strategy),  # a plugin's label is data, never markup
+            str(line.k),
+            f"{line.n:,}",
+            line.grad_sync,
+            _ms(line.window.get("median_s")),
             f"{ratio_text(vs)} {vs.verdict}" if vs else "-",
-            str(collectives.get("reduce_scatter", "-")),
-            str(collectives.get("allreduce", "-")),
-            _mib(line.get("held_bytes")),
-            _mib(line.get("peak_bytes")),
+            _count(collectives.reduce_scatter),
+            _count(collectives.allreduce),
+            _mib(line.held_bytes),
+            _mib(line.peak_bytes),
         )
     return table
 
 
-def settings_table(report: dict) -> Table:
+def settings_table(report: Page) -> Table:
     """--compare-settings: each case's loop against the same strategy's loop with the other
     setting (every precision), its paired ratio and verdict (verdicts.json's ``settings``)."""
-    compared = escape(report["recipe"]["compare_settings"])
+    compared = escape(report.recipe["compare_settings"])
     table = Table(
         title=f"settings compared (--compare-settings {compared}; a / b window, paired in each "
         "process)",
         title_justify="left",
     )
-    compiled = any(line["compile_s"] is not None for line in report["settings"])
-    setting = report["settings"][0]["setting"]
+    compiled = any(line.compile_s is not None for line in report.settings)
+    setting = report.settings[0].setting
     columns = ["strategy", "precision", "K", "live", f"{setting}: a vs b", "a / b (CI)"]
     columns += ["verdict"]
     columns += ["compile s"] if compiled else []
@@ -141,23 +145,23 @@ def settings_table(report: dict) -> Table:
             column,
             justify="right" if column in ("K", "live", "a / b (CI)", "compile s") else "left",
         )
-    for line in report["settings"]:
-        c = line["comparison"]
+    for line in report.settings:
+        c = line.comparison
         ratio = ratio_text(c)
         verdict = c.verdict + (" [yellow]noisy[/yellow]" if c.noisy else "")
-        cells = [escape(line["strategy"]), line["precision"], str(line["k"]), f"{line['n']:,}"]
-        cells += [escape(f"{line['a_value']} vs {line['b_value']}"), ratio, verdict]
+        cells = [escape(line.strategy), line.precision, str(line.k), f"{line.n:,}"]
+        cells += [escape(f"{line.a_value} vs {line.b_value}"), ratio, verdict]
         if compiled:
-            cells.append("-" if line["compile_s"] is None else f"{line['compile_s']:.2f}")
+            cells.append("-" if line.compile_s is None else f"{line.compile_s:.2f}")
         table.add_row(*cells)
     return table
 
 
-def noise_rule(report: dict) -> str:
+def noise_rule(report: Page) -> str:
     """The rule that called cases noisy, by the signal their rows had."""
     rules = {
-        "psi": f"PSI: median CPU pressure above {report['noisy_pressure']:.0%}",
+        "psi": f"PSI: median CPU pressure above {report.noisy_pressure:.0%}",
         "involuntary_switches": "no PSI: involuntary context switches above "
-        f"{report['noisy_switches']:g}/s",
+        f"{report.noisy_switches:g}/s",
     }
-    return "; ".join(rules[s] for s in report.get("noise_signals", []) if s in rules) or "-"
+    return "; ".join(rules[s] for s in report.noise_signals if s in rules) or "-"

@@ -1,0 +1,224 @@
+"""The typed records of what a report page says: ``analysis.report`` returns a ``Page``, which
+the HTML template (``build``), the charts and the sweep's terminal tables
+(``benches.sweep.summary``) read by attribute.
+
+    Entry, VerdictFile --tables--> CaseLine, FlavourLine --+
+                       --answer--> Answer (Pick)           +--analysis--> Page --> build, summary
+                       --recipe--> SettingLine             |
+    Row, RunFile ------runinfo---> TheRun -----------------+
+
+A field's meaning is written where it is defined, here. Figures are in seconds and bytes; the
+template formats them. This module imports only the standard library and the records below it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from reports.records import Paired, Row, RunFile
+from reports.row_parts import Collectives, GradCheck
+from reports.verdict_records import Comparison, Growth, VerdictFile
+
+Summary = dict[str, Any]  # stats.summarize: median_s, ci_low_s, ci_high_s, cv, n, ...
+
+
+def shallow(record: Any) -> dict[str, Any]:
+    """A record's fields by name, not copied (``dataclasses.asdict`` would turn the rows and
+    comparisons inside it into dicts)."""
+    return {f.name: getattr(record, f.name) for f in fields(record)}
+
+
+# -- a line per case -----------------------------------------------------------------------------
+@dataclass(slots=True)
+class CaseMemory:
+    """A case's memory figures, each its median over processes (``verdicts.memory_figure``:
+    exact figures, which agree between processes)."""
+
+    held_bytes: float | None = None
+    peak_bytes: float | None = None
+    plain_held_bytes: float | None = None
+    plain_peak_bytes: float | None = None
+    param_bytes: float | None = None
+    peak_rss_bytes: float | None = None
+    growth_bytes_per_window: float | None = None
+    plain_growth_bytes_per_window: float | None = None
+    growth_measure: str | None = None  # what the growth is of: malloc, CUDA allocated or RSS
+
+
+@dataclass(slots=True)
+class ProcessLine:
+    """A case's process figures over its rounds (psutil, ``tables.process_line``)."""
+
+    involuntary_per_s: float | None = None  # the busiest process's
+    voluntary_per_s: float | None = None
+    pinned: bool = False
+    cores: list[list[int]] = field(default_factory=list)  # each rank's or process's cores
+    noise_signals: list[str] = field(default_factory=list)  # psi, involuntary_switches, none
+
+
+@dataclass(slots=True)
+class CaseLine:
+    """One case of the report's tables (``tables.case_table``): a strategy with its options at
+    K and N, pooled over its processes. A case none of whose processes finished has only the
+    first block (``ok`` False)."""
+
+    strategy: str
+    k: int
+    n: int
+    rounds: int  # processes that finished
+    failed: int  # processes that failed
+    ok: bool  # some process finished
+    noisy: bool  # a process ran under CPU pressure (verdicts.noisy_case)
+    trace: str | None = None  # its torch.profiler trace, relative to the run (--profile)
+    trace_present: bool = False  # ... and whether that file is beside the report
+    # what a finished case measured (tables.measured_line)
+    phases: dict[str, Summary] = field(default_factory=dict)  # per phase, every process's
+    overhead: Paired | None = None  # its window over the plain loop's, paired, pooled
+    vs_native: dict[str, Comparison] | None = None  # per metric; None for native itself
+    memory: CaseMemory | None = None
+    leak: Growth | None = None
+    cpu_pressure: float | None = None  # the largest median PSI of its processes
+    process: ProcessLine | None = None
+    allreduce_per_window: float | None = None
+    grad_check: GradCheck | None = None  # the worst over its processes
+
+
+@dataclass(slots=True)
+class FlavourLine:
+    """Under DDP/FSDP2/HSDP, one case and grad_sync flavour (``tables.flavour_table``)."""
+
+    strategy: str
+    k: int
+    n: int
+    grad_sync: str
+    overhead: Paired
+    window: Summary
+    vs_every: Comparison | None  # verdicts.json's grad_sync comparison (None: every itself)
+    collectives: Collectives  # its first process's
+    held_bytes: float | None
+    peak_bytes: float | None
+
+
+@dataclass(slots=True)
+class SettingLine:
+    """--compare-settings: one case's loop against the same strategy's loop with the other
+    setting (``recipe.settings_table``), as verdicts.json's ``settings`` states it."""
+
+    strategy: str
+    precision: str
+    grad_sync: str
+    k: int
+    n: int
+    a: str  # SETTING=VALUE of the case's loop
+    b: str  # ... and of the other
+    setting: str
+    a_value: str
+    b_value: str
+    comparison: Comparison
+    compile_s: float | None  # the case's compile time, median over its processes
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A target the issues set, checked on this sweep (``targets.evaluate``)."""
+
+    target: str  # what is measured, in words
+    value: str  # the figure, formatted
+    limit: str  # the target, in words
+    ok: bool
+
+
+# -- the answer -----------------------------------------------------------------------------------
+@dataclass(slots=True)
+class Pick:
+    """The fastest or the leanest strategy at the answer's K and N, or its runner-up."""
+
+    strategy: str
+    overhead: Paired | None = None  # fastest: its paired ratio to the plain loop
+    window: Summary | None = None  # fastest: its window
+    cv: float | None = None  # fastest: its window's coefficient of variation
+    peak_bytes: float | None = None  # leanest: its peak ...
+    held_bytes: float | None = None  # ... and what it holds between windows
+    method: str | None = None  # leanest: how the peak was measured
+    runner_up: Pick | None = None  # the next one (not for a runner-up)
+    lead: Comparison | None = None  # this one against the runner-up, from verdicts.json
+
+
+@dataclass(slots=True)
+class Answer:
+    """The answer at one K and N (``answer.answer``): fastest and leanest with their verdicts
+    against the runner-up, and one sentence of advice from the verdicts."""
+
+    k: int
+    n: int
+    candidates: int  # strategies that could be the answer (not noisy, not leaking)
+    excluded_noisy: list[str]
+    excluded_leaking: list[Growth]
+    resolution: float | None  # the smallest difference the sweep tells apart here
+    between_process_sd: float | None
+    min_effect: float
+    advice: str = ""
+    fastest: Pick | None = None
+    leanest: Pick | None = None
+
+
+# -- the page -------------------------------------------------------------------------------------
+@dataclass(slots=True)
+class TheRun:
+    """The run as a whole (``runinfo.the_run``): its settings and environment, its rows, where
+    its time went, its failed and noisy processes, pytest-benchmark's figures."""
+
+    directory: Path
+    world_size: int
+    workload: str | None
+    has_sync: bool  # some row has the DDP sync phase
+    run: RunFile
+    sweep: dict[str, Any]  # run.json's sweep options
+    env: dict[str, Any]  # run.json's environment, with the first row's over it
+    first: Row  # the row the settings are read from (rows.first_row)
+    rows: int
+    ok_rows: int
+    wall: dict[str, Any]  # runinfo.wall_time: total_s, processes, time_only, steps
+    parallel: str
+    failed: list[Row]
+    noisy: list[str]  # case ids of noisy processes
+    noisy_pressure: float  # the rules' thresholds
+    noisy_switches: float
+    noise_signals: list[str]
+    pytest_benchmark: dict[str, Any] | None
+    results: str  # the results file's name
+
+
+@dataclass(slots=True)
+class Page(TheRun):
+    """Everything index.html shows (``analysis.report``), in the order it shows it, and
+    verdicts.json's content."""
+
+    ks: list[int] = field(default_factory=list)
+    ns: list[int] = field(default_factory=list)
+    strategies: list[str] = field(default_factory=list)
+    default: tuple[int, int] | None = None  # the answer's K and N
+    verdicts: VerdictFile | None = None  # the main flavour's and precision's: the tables'
+    verdicts_json: VerdictFile | None = None  # every flavour's and precision's: verdicts.json
+    grad_sync: str = "last"  # the flavour the tables show
+    precision: str = "fp32"  # the precision the tables show
+    precisions: list[str] = field(default_factory=list)
+    recipe: dict[str, Any] = field(default_factory=dict)  # recipe.recipe
+    errors: list[dict[str, Any]] = field(default_factory=list)  # recipe.error_table
+    grad_checks: list[dict[str, Any]] = field(default_factory=list)  # recipe.check_summary
+    settings: list[SettingLine] = field(default_factory=list)
+    flavours: list[FlavourLine] = field(default_factory=list)
+    cases: list[CaseLine] = field(default_factory=list)
+    overheads: list[dict[str, Any]] = field(default_factory=list)  # tables.core_overheads
+    overhead_limit: tuple[float, float] = (0.0, 0.0)  # targets.OVERHEAD_MAX, OVERHEAD_CI_MAX
+    targets: list[Target] = field(default_factory=list)
+    flamegraphs: list[dict[str, Any]] = field(default_factory=list)
+    profiles: dict[str, Any] = field(default_factory=dict)  # profile.profiles
+    # at the answer's K and N (analysis.at_the_answer)
+    timelines: list[dict[str, Any]] = field(default_factory=list)
+    costs: list[dict[str, Any]] = field(default_factory=list)  # tables.cost_table
+    answer: Answer | None = None
+    slopes: list[dict[str, Any]] = field(default_factory=list)  # answer.reset_slopes
+    default_cases: list[CaseLine] = field(default_factory=list)
