@@ -5,10 +5,9 @@ with live tensors (the slopes)."""
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from reports import leaks, stats, verdicts
-from reports.page_records import Answer, Pick
+from reports.page_records import Answer, Pick, Slope
 from reports.records import Entry, RunFile
 from reports.rows import memory_note, strategy_order
 from reports.verdict_records import VerdictFile
@@ -163,15 +162,15 @@ def advice(result: Answer, entries: list[Entry], k: int) -> str:
                 f"{result.min_effect:.0%} of each other"
             )
     worst = steepest(entries, k)
-    if worst and worst["per_10k_s"] > 1e-3:  # more than 1 ms more per 10,000 live tensors
+    if worst and worst.per_10k_s > 1e-3:  # more than 1 ms more per 10,000 live tensors
         text += (
-            f"; avoid {_name(worst['strategy'])} where many tensors are alive: its reset grows by "
-            f"{worst['per_10k_s'] * 1e3:.1f} ms per 10,000 live tensors"
+            f"; avoid {_name(worst.strategy)} where many tensors are alive: its reset grows by "
+            f"{worst.per_10k_s * 1e3:.1f} ms per 10,000 live tensors"
         )
     return text + "."
 
 
-def reset_slopes(entries: list[Entry], k: int) -> list[dict[str, Any]]:
+def reset_slopes(entries: list[Entry], k: int) -> list[Slope]:
     """Per strategy at K: reset medians over N and their least-squares slope (s per tensor)."""
     out = []
     for strategy in sorted({e.strategy for e in entries}, key=strategy_order):
@@ -186,17 +185,17 @@ def reset_slopes(entries: list[Entry], k: int) -> list[dict[str, Any]]:
         ys = [p["median_s"] for _, p in points]
         slope = stats.slope(xs, ys)
         out.append(
-            {
-                "strategy": strategy,
+            Slope(
+                strategy=strategy,
                 # "live", not "n": a phase summary already has n, its sample count
-                "points": [{**p, "live": n} for n, p in points],
-                "slope_s": slope,
-                "per_10k_s": slope * 1e4 if not math.isnan(slope) else None,
-            }
+                points=[{**p, "live": n} for n, p in points],
+                slope_s=slope,
+                per_10k_s=slope * 1e4 if not math.isnan(slope) else None,
+            )
         )
     return out
 
 
-def steepest(entries: list[Entry], k: int) -> dict[str, Any] | None:
-    slopes = [s for s in reset_slopes(entries, k) if s["per_10k_s"] is not None]
-    return max(slopes, key=lambda s: s["per_10k_s"], default=None)
+def steepest(entries: list[Entry], k: int) -> Slope | None:
+    slopes = [s for s in reset_slopes(entries, k) if s.per_10k_s is not None]
+    return max(slopes, key=lambda s: s.per_10k_s, default=None)

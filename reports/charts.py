@@ -16,7 +16,7 @@ from typing import Any
 import matplotlib
 from matplotlib.figure import Figure
 
-from reports.page_records import CaseLine
+from reports.page_records import CaseLine, ErrorLine, Slope, TimelineLine
 from reports.verdict_records import Comparison
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
@@ -163,22 +163,20 @@ def memory(cases: list[CaseLine], k: int, n: int) -> str:
     return to_svg(fig, "memory")
 
 
-def reset_vs_live(slopes: list[dict[str, Any]], k: int) -> str:
+def reset_vs_live(slopes: list[Slope], k: int) -> str:
     """Reset time against unrelated live tensors, one line per strategy, its slope in the legend."""
     fig = Figure(figsize=(WIDTH, 4.4), layout="constrained")
     ax = fig.add_subplot()
     for i, s in enumerate(slopes):
-        xs = [p["live"] for p in s["points"]]
-        ys = [_ms(p["median_s"]) for p in s["points"]]
-        low = [y - _ms(p["ci_low_s"]) for y, p in zip(ys, s["points"], strict=True)]
-        high = [_ms(p["ci_high_s"]) - y for y, p in zip(ys, s["points"], strict=True)]
-        slope = s["per_10k_s"]
-        label = s["strategy"] + (
-            "" if slope is None else f": {slope * 1e3:+.3g} ms per 10k tensors"
-        )
+        xs = [p["live"] for p in s.points]
+        ys = [_ms(p["median_s"]) for p in s.points]
+        low = [y - _ms(p["ci_low_s"]) for y, p in zip(ys, s.points, strict=True)]
+        high = [_ms(p["ci_high_s"]) - y for y, p in zip(ys, s.points, strict=True)]
+        slope = s.per_10k_s
+        label = s.strategy + ("" if slope is None else f": {slope * 1e3:+.3g} ms per 10k tensors")
         ax.errorbar(xs, ys, yerr=[low, high], label=label, capsize=3, linewidth=1.4, **style(i))
     # linear on purpose: the global search's cost is a straight line in N (djl #2210)
-    _fit_y(ax, [_ms(p["median_s"]) for s in slopes for p in s["points"]], log_ok=False)
+    _fit_y(ax, [_ms(p["median_s"]) for s in slopes for p in s.points], log_ok=False)
     ax.set_xlabel("unrelated live tensors in the process (count)")
     ax.set_ylabel("reset time per window (ms, median)")
     ax.set_title(
@@ -281,7 +279,7 @@ def ratios(lines: list[tuple[str, Comparison]], label_a: str, label_b: str) -> s
     return to_svg(fig, "compare-window")
 
 
-def timelines(lines: list[dict[str, Any]], k: int, n: int) -> str:
+def timelines(lines: list[TimelineLine], k: int, n: int) -> str:
     """Allocated memory over one window per strategy on one shared axis, each line's phase
     boundaries marked on it. Time 0 is the end of each line's reset, so forward, backward and
     update line up; a reset longer than the axis shows (clipped) to the left, its length noted."""
@@ -290,11 +288,11 @@ def timelines(lines: list[dict[str, Any]], k: int, n: int) -> str:
     after = max(_reset_end(line, end=True) for line in lines)
     left = min(max(_reset_end(line) for line in lines), 0.25 * after) or 1.0
     for i, line in enumerate(lines):
-        timeline, zero = line["timeline"], _reset_end(line)
+        timeline, zero = line.timeline, _reset_end(line)
         xs = [p[0] - zero for p in timeline["points"]]
         ys = [p[1] / 2**20 for p in timeline["points"]]
         look = style(i)
-        label = line["label"] + (f" (reset {zero:.0f} ms, clipped)" if zero > left else "")
+        label = line.label + (f" (reset {zero:.0f} ms, clipped)" if zero > left else "")
         ax.step(xs, ys, where="post", color=look["color"], linestyle=look["linestyle"],
                 linewidth=1.4, label=label)  # fmt: skip
         for name, t in timeline["phases"]:  # the phase boundaries, on the line
@@ -317,9 +315,9 @@ def timelines(lines: list[dict[str, Any]], k: int, n: int) -> str:
     return to_svg(fig, "timeline")
 
 
-def _reset_end(line: dict[str, Any], end: bool = False) -> float:
+def _reset_end(line: TimelineLine, end: bool = False) -> float:
     """ms from the window's start to the end of its reset (``end``: from there to the end)."""
-    timeline = line["timeline"]
+    timeline = line.timeline
     reset = next((t for name, t in timeline["phases"] if name == "reset"), 0.0)
     return timeline["window_ms"] - reset if end else reset
 
@@ -330,18 +328,18 @@ ERROR_PANELS = (
 )
 
 
-def _error_series(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _error_series(lines: list[ErrorLine]) -> list[dict[str, Any]]:
     """One series per (strategy, precision), in the table's order; strategies whose figures are
     identical at every K and in both panels share one series (one line, every name in its
     label): drawn apart, the later would hide the earlier exactly."""
     series: list[dict[str, Any]] = []
     for line in lines:
-        key = (line["strategy"], line["precision"])
+        key = (line.strategy, line.precision)
         found = next((s for s in series if s["key"] == key), None)
         if found is None:
-            found = {"key": key, "names": [line["strategy"]], "precision": key[1], "points": {}}
+            found = {"key": key, "names": [line.strategy], "precision": key[1], "points": {}}
             series.append(found)
-        found["points"][line["k"]] = tuple(line[panel].norm_rel for panel, _ in ERROR_PANELS)
+        found["points"][line.k] = tuple(getattr(line, panel).norm_rel for panel, _ in ERROR_PANELS)
     merged: list[dict[str, Any]] = []
     for s in series:
         same = next(
@@ -355,7 +353,7 @@ def _error_series(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return merged
 
 
-def accumulation_error(lines: list[dict[str, Any]]) -> str | None:
+def accumulation_error(lines: list[ErrorLine]) -> str | None:
     """Two log-log panels side by side, the window gradient's relative error (``norm_rel``)
     against K, one line per strategy and precision (colour: the precision); None when no figure
     is above zero. Zeros (exact: one micro-batch adds nothing) have no place on a log axis:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from reports.records import Paired, Row, RunFile
-from reports.row_parts import Collectives, GradCheck
+from reports.row_parts import Collectives, ErrorFigures, GradCheck, Json
 from reports.verdict_records import Comparison, Growth, VerdictFile
 
 Summary = dict[str, Any]  # stats.summarize: median_s, ci_low_s, ci_high_s, cv, n, ...
@@ -130,6 +130,186 @@ class Target:
     ok: bool
 
 
+@dataclass(slots=True)
+class CoreOverhead:
+    """The core's overhead at one K and N (``tables.core_overheads``): native's paired ratio to
+    the plain loop."""
+
+    k: int
+    n: int
+    native: Summary  # native's window
+    plain: Summary  # the plain loop's window, every process's
+    overhead: Paired
+    ok: bool  # within targets.OVERHEAD_MAX and OVERHEAD_CI_MAX
+
+
+@dataclass(slots=True)
+class Flamegraph:
+    """A process's memray flamegraph (``tables.flamegraphs``)."""
+
+    strategy: str
+    k: int
+    n: int
+    round: int
+    path: str  # relative to the run
+    present: bool  # still beside the report
+    peak_bytes: int | None
+
+
+@dataclass(slots=True)
+class TimelineLine:
+    """One window's memory over time, a strategy's or the plain loop's (``tables.timelines``)."""
+
+    label: str  # the strategy, or "plain loop"
+    timeline: Json  # engine.timeline's: method, start_bytes, window_ms, points, phases
+
+
+@dataclass(slots=True)
+class CostLine:
+    """The cost model against what a case measured (``tables.cost_table``)."""
+
+    strategy: str
+    n: int
+    counts: Json  # row_parts.CostModel's
+    predicted: Json
+    reset: Summary  # the measured reset phase
+    paired: Summary  # the measured paired cost per window
+    reset_ratio: float | None  # measured reset / predicted
+    explained: bool | None
+    flags: list[str]
+    coefficients: Json
+
+
+@dataclass(slots=True)
+class Slope:
+    """How a strategy's reset grows with live tensors at one K (``answer.reset_slopes``)."""
+
+    strategy: str
+    points: list[Summary]  # the reset phase's summary at each N, with ``live``: that N
+    slope_s: float  # seconds per live tensor (least squares; nan with one point)
+    per_10k_s: float | None  # per 10,000 live tensors
+
+
+@dataclass(slots=True)
+class ErrorLine:
+    """A strategy's window gradient error at one precision and K (``recipe.error_table``)."""
+
+    strategy: str
+    precision: str
+    k: int
+    n: int
+    accumulation: ErrorFigures  # against the float64 sum of its micro-batch gradients
+    total: ErrorFigures  # against a float64 copy of the model
+    tolerance: float | None  # of the reference that accepted each window (rows.accepted)
+    check_max_rel: float | None
+    check_by: list[str]  # which references accepted the windows
+    check_ok: bool | None
+    windows: int | None
+
+
+@dataclass(slots=True)
+class CheckSummary:
+    """The gradient checks of one precision over every ok case (``recipe.check_summary``)."""
+
+    precision: str
+    cases: int
+    passed: int
+    worst: float  # the largest max relative difference
+    tolerance_min: float
+    tolerance_max: float
+
+
+@dataclass(frozen=True, slots=True)
+class StrategyOptions:
+    strategy: str  # the case's label, ``name:k=v``
+    name: str
+    options: str
+
+
+@dataclass(frozen=True, slots=True)
+class CompileTime:
+    strategy: str
+    median_s: float  # over its processes
+    processes: int
+
+
+@dataclass(slots=True)
+class MfuLine:
+    """A case's model FLOPs utilisation, median over its processes (a GPU's)."""
+
+    strategy: str
+    precision: str
+    k: int
+    n: int
+    value: float
+    peak_flops: float | None
+    measure: str | None
+
+
+@dataclass(slots=True)
+class Recipe:
+    """The training loop every case ran with (``recipe.recipe``), each setting as the rows say
+    it (the same in every row of one sweep; joined with commas where not)."""
+
+    optimizer: str
+    clip_norm: str
+    compile: bool
+    compare_settings: str  # "" without --compare-settings
+    options: list[StrategyOptions] = field(default_factory=list)
+    compile_s: list[CompileTime] = field(default_factory=list)
+    mfu: list[MfuLine] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class WallStep:
+    step: str  # a case's step (engine.case.Wall.STEPS, the sweep's own)
+    seconds: float  # summed over the processes
+    share: float | None  # of the total
+
+
+@dataclass(slots=True)
+class Wall:
+    """Where the sweep's wall time went (``runinfo.wall_time``)."""
+
+    total_s: float
+    processes: int  # a process shared by rotated strategies counts once
+    time_only: int  # of them, processes added for time alone
+    steps: list[WallStep]  # largest first
+
+
+@dataclass(slots=True)
+class CaseProfile:
+    """One profiled case (``profile.case_profile``): its trace and notes from the row's
+    ``profile``, and, where the profiler gave figures, the comparison with the plain loop."""
+
+    strategy: str
+    k: int
+    n: int
+    trace: str | None
+    trace_present: bool
+    trace_bytes: int | None
+    trace_note: str | None
+    ranks_note: str | None
+    warning: str | None
+    how_to_open: str | None
+    activities: list[str]
+    pairs: int | None
+    # none where the profiler failed
+    diff: dict[str, list[Json]] | None = None  # per phase: profile.phase_diff's operator lines
+    phases: list[Json] | None = None  # the strategy's window: profile.where_it_went
+    plain_phases: list[Json] | None = None  # the plain loop's
+    window_s: dict[str, float] | None = None  # per loop
+    launches: Json | None = None  # per loop and phase (CUDA), profile.launches
+
+
+@dataclass(slots=True)
+class Profiles:
+    """Every profiled case, and those at the answer's K and N (``here``: every one if none)."""
+
+    cases: list[CaseProfile] = field(default_factory=list)
+    here: list[CaseProfile] = field(default_factory=list)
+
+
 # -- the answer -----------------------------------------------------------------------------------
 @dataclass(slots=True)
 class Pick:
@@ -180,7 +360,7 @@ class TheRun:
     first: Row  # the row the settings are read from (rows.first_row)
     rows: int
     ok_rows: int
-    wall: dict[str, Any]  # runinfo.wall_time: total_s, processes, time_only, steps
+    wall: Wall
     parallel: str
     failed: list[Row]
     noisy: list[str]  # case ids of noisy processes
@@ -205,20 +385,20 @@ class Page(TheRun):
     grad_sync: str = "last"  # the flavour the tables show
     precision: str = "fp32"  # the precision the tables show
     precisions: list[str] = field(default_factory=list)
-    recipe: dict[str, Any] = field(default_factory=dict)  # recipe.recipe
-    errors: list[dict[str, Any]] = field(default_factory=list)  # recipe.error_table
-    grad_checks: list[dict[str, Any]] = field(default_factory=list)  # recipe.check_summary
+    recipe: Recipe | None = None
+    errors: list[ErrorLine] = field(default_factory=list)
+    grad_checks: list[CheckSummary] = field(default_factory=list)
     settings: list[SettingLine] = field(default_factory=list)
     flavours: list[FlavourLine] = field(default_factory=list)
     cases: list[CaseLine] = field(default_factory=list)
-    overheads: list[dict[str, Any]] = field(default_factory=list)  # tables.core_overheads
+    overheads: list[CoreOverhead] = field(default_factory=list)
     overhead_limit: tuple[float, float] = (0.0, 0.0)  # targets.OVERHEAD_MAX, OVERHEAD_CI_MAX
     targets: list[Target] = field(default_factory=list)
-    flamegraphs: list[dict[str, Any]] = field(default_factory=list)
-    profiles: dict[str, Any] = field(default_factory=dict)  # profile.profiles
+    flamegraphs: list[Flamegraph] = field(default_factory=list)
+    profiles: Profiles = field(default_factory=Profiles)
     # at the answer's K and N (analysis.at_the_answer)
-    timelines: list[dict[str, Any]] = field(default_factory=list)
-    costs: list[dict[str, Any]] = field(default_factory=list)  # tables.cost_table
+    timelines: list[TimelineLine] = field(default_factory=list)
+    costs: list[CostLine] = field(default_factory=list)
     answer: Answer | None = None
-    slopes: list[dict[str, Any]] = field(default_factory=list)  # answer.reset_slopes
+    slopes: list[Slope] = field(default_factory=list)
     default_cases: list[CaseLine] = field(default_factory=list)

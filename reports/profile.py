@@ -20,7 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from reports.page_records import CaseLine
+from reports.page_records import CaseLine, CaseProfile, Profiles
 from reports.records import Entry, Row
 from reports.rows import strategy_order
 
@@ -177,40 +177,38 @@ def with_traces(directory: Path, lines: list[CaseLine]) -> list[CaseLine]:
     return lines
 
 
-def case_profile(directory: Path, entry: Entry) -> dict[str, Any] | None:
+def case_profile(directory: Path, entry: Entry) -> CaseProfile | None:
     """One case's profile for the report; None when it was not profiled."""
     row = _profiled_row(entry)
     if row is None:
         return None
     figures = row.profile
     trace = figures.trace
-    out = {
-        "strategy": entry.strategy,
-        "k": entry.k,
-        "n": entry.n,
-        "trace": trace,
-        "trace_present": bool(trace) and (directory / trace).is_file(),
-        "trace_bytes": figures.trace_bytes,
-        "trace_note": figures.trace_note,
-        "ranks_note": figures.ranks_note,
-        "warning": figures.warning,
-        "how_to_open": figures.how_to_open,
-        "activities": figures.activities,
-        "pairs": figures.pairs,
-    }
+    out = CaseProfile(
+        strategy=entry.strategy,
+        k=entry.k,
+        n=entry.n,
+        trace=trace,
+        trace_present=bool(trace) and (directory / trace).is_file(),
+        trace_bytes=figures.trace_bytes,
+        trace_note=figures.trace_note,
+        ranks_note=figures.ranks_note,
+        warning=figures.warning,
+        how_to_open=figures.how_to_open,
+        activities=figures.activities,
+        pairs=figures.pairs,
+    )
     windows = figures.windows
     if windows:
-        out.update(
-            diff=diff(windows),
-            phases=where_it_went(windows["strategy"]),
-            plain_phases=where_it_went(windows["plain"]),
-            window_s={role: windows[role]["seconds"] for role in ("strategy", "plain")},
-            launches=launches(windows),
-        )
+        out.diff = diff(windows)
+        out.phases = where_it_went(windows["strategy"])
+        out.plain_phases = where_it_went(windows["plain"])
+        out.window_s = {role: windows[role]["seconds"] for role in ("strategy", "plain")}
+        out.launches = launches(windows)
     return out
 
 
-def profiles(directory: Path, entries: list[Entry], default) -> dict[str, Any]:
+def profiles(directory: Path, entries: list[Entry], default) -> Profiles:
     """Every profiled case (trace links, warnings), and the profiles at the default K and N,
     in strategy order, for the section under each strategy."""
     ordered = sorted(
@@ -218,5 +216,5 @@ def profiles(directory: Path, entries: list[Entry], default) -> dict[str, Any]:
         key=lambda e: (e.k, e.n, strategy_order(e.strategy)),
     )
     cases = [p for p in (case_profile(directory, e) for e in ordered) if p is not None]
-    here = [c for c in cases if default and (c["k"], c["n"]) == tuple(default)]
-    return {"cases": cases, "here": here or cases}
+    here = [c for c in cases if default and (c.k, c.n) == tuple(default)]
+    return Profiles(cases=cases, here=here or cases)

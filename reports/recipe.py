@@ -9,7 +9,15 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from reports.page_records import SettingLine
+from reports.page_records import (
+    CheckSummary,
+    CompileTime,
+    ErrorLine,
+    MfuLine,
+    Recipe,
+    SettingLine,
+    StrategyOptions,
+)
 from reports.records import Entry, Row
 from reports.row_parts import ErrorFigures
 from reports.rows import accepted, strategy_order
@@ -39,12 +47,12 @@ def _case_order(e: dict[str, Any]) -> tuple:
     )
 
 
-def error_table(entries: list[Entry], flavour: str) -> list[dict[str, Any]]:
+def error_table(entries: list[Entry], flavour: str) -> list[ErrorLine]:
     """One line per strategy, precision and K (every precision, the main grad_sync flavour, the
     smallest N): the window gradient's error figures from the case's first ok row (its other
     processes ran the same windows on the same data: the same figures), and its gradient check.
     Empty when no row has the figures (rows written before they existed)."""
-    out: list[dict[str, Any]] = []
+    out: list[ErrorLine] = []
     seen: set[tuple] = set()
     for e in sorted(entries, key=_case_order):
         key = (e.strategy, e.precision, e.k)
@@ -56,25 +64,25 @@ def error_table(entries: list[Entry], flavour: str) -> list[dict[str, Any]]:
         seen.add(key)
         checks = [r.grad_check for r in e.rows if r.grad_check]
         out.append(
-            {
-                "strategy": e.strategy,
-                "precision": key[1],
-                "k": e.k,
-                "n": e.n,
-                "accumulation": row.accumulation_error,
-                "total": row.total_error or ErrorFigures(),
+            ErrorLine(
+                strategy=e.strategy,
+                precision=key[1],
+                k=e.k,
+                n=e.n,
+                accumulation=row.accumulation_error,
+                total=row.total_error or ErrorFigures(),
                 # against the reference that accepted each window (rows.accepted)
-                "tolerance": max((accepted(c)[1] for c in checks), default=None),
-                "check_max_rel": max((accepted(c)[0] for c in checks), default=None),
-                "check_by": sorted({accepted(c)[2] for c in checks}),
-                "check_ok": all(c.ok for c in checks) if checks else None,
-                "windows": min((c.windows or 1 for c in checks), default=None),
-            }
+                tolerance=max((accepted(c)[1] for c in checks), default=None),
+                check_max_rel=max((accepted(c)[0] for c in checks), default=None),
+                check_by=sorted({accepted(c)[2] for c in checks}),
+                check_ok=all(c.ok for c in checks) if checks else None,
+                windows=min((c.windows or 1 for c in checks), default=None),
+            )
         )
     return out
 
 
-def check_summary(entries: list[Entry]) -> list[dict[str, Any]]:
+def check_summary(entries: list[Entry]) -> list[CheckSummary]:
     """Per precision: how many ok cases' gradient checks passed (every strategy, K, N and
     flavour), the worst max relative difference and the range of tolerances (derived from the
     precision and K)."""
@@ -90,14 +98,14 @@ def check_summary(entries: list[Entry]) -> list[dict[str, Any]]:
             continue
         every = [c for case in checks for c in case]
         out.append(
-            {
-                "precision": precision,
-                "cases": len(checks),
-                "passed": sum(all(c.ok for c in case) for case in checks),
-                "worst": max(accepted(c)[0] for c in every),
-                "tolerance_min": min(accepted(c)[1] for c in every),
-                "tolerance_max": max(accepted(c)[1] for c in every),
-            }
+            CheckSummary(
+                precision=precision,
+                cases=len(checks),
+                passed=sum(all(c.ok for c in case) for case in checks),
+                worst=max(accepted(c)[0] for c in every),
+                tolerance_min=min(accepted(c)[1] for c in every),
+                tolerance_max=max(accepted(c)[1] for c in every),
+            )
         )
     return out
 
@@ -106,7 +114,7 @@ def _join(values) -> str:
     return ", ".join(str(v) for v in values)
 
 
-def recipe(rows: list[Row], entries: list[Entry], sweep: dict[str, Any]) -> dict[str, Any]:
+def recipe(rows: list[Row], entries: list[Entry], sweep: dict[str, Any]) -> Recipe:
     """The training recipe every case ran with (optimizer, clip norm, compile,
     --compare-settings; each the same in every row of one sweep), strategy options, the
     compile time per strategy (median over its processes) and each case's MFU (where measured)."""
@@ -129,32 +137,32 @@ def recipe(rows: list[Row], entries: list[Entry], sweep: dict[str, Any]) -> dict
         figures = [r.mfu for r in e.rows if r.mfu]
         if figures:
             mfu.append(
-                {
-                    "strategy": e.strategy,
-                    "precision": e.precision,
-                    "k": e.k,
-                    "n": e.n,
-                    "value": statistics.median(f.value for f in figures),
-                    "peak_flops": figures[0].peak_flops,
-                    "measure": figures[0].measure,
-                }
+                MfuLine(
+                    strategy=e.strategy,
+                    precision=e.precision,
+                    k=e.k,
+                    n=e.n,
+                    value=statistics.median(f.value for f in figures),
+                    peak_flops=figures[0].peak_flops,
+                    measure=figures[0].measure,
+                )
             )
     options = {e.strategy: (e.name, e.options) for e in entries if e.options}
-    return {
-        "optimizer": _join(values("optimizer")),
-        "clip_norm": _join("none" if v is None else str(float(v)) for v in values("clip_norm")),
-        "compile": any(bool(v) for v in values("compile")),
-        "compare_settings": _join(v for v in values("compare_settings") if v),
-        "options": [
-            {"strategy": label, "name": name, "options": text}
+    return Recipe(
+        optimizer=_join(values("optimizer")),
+        clip_norm=_join("none" if v is None else str(float(v)) for v in values("clip_norm")),
+        compile=any(bool(v) for v in values("compile")),
+        compare_settings=_join(v for v in values("compare_settings") if v),
+        options=[
+            StrategyOptions(label, name, text)
             for label, (name, text) in sorted(options.items(), key=lambda x: strategy_order(x[0]))
         ],
-        "compile_s": [
-            {"strategy": s, "median_s": statistics.median(v), "processes": len(v)}
+        compile_s=[
+            CompileTime(s, statistics.median(v), len(v))
             for s, v in sorted(compile_s.items(), key=lambda x: strategy_order(x[0]))
         ],
-        "mfu": mfu,
-    }
+        mfu=mfu,
+    )
 
 
 def _fields(case: dict[str, Any]) -> tuple[str, str]:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from reports import verdicts
-from reports.page_records import TheRun
+from reports.page_records import TheRun, Wall, WallStep
 from reports.records import RecordError, Row, RunFile, UnreadableFile
 from reports.rows import RESULTS, SchemaError, first_row, process_of
 
@@ -95,7 +95,7 @@ def the_run(directory: Path, rows: list[Row], run: RunFile) -> TheRun:
     )
 
 
-def wall_time(rows: list[Row]) -> dict[str, Any]:
+def wall_time(rows: list[Row]) -> Wall:
     """Where the sweep's wall time went: each step's seconds summed over its cases' processes
     (the rows' ``wall_s``), largest first, with its share of the total."""
     steps: dict[str, float] = {}
@@ -105,15 +105,13 @@ def wall_time(rows: list[Row]) -> dict[str, Any]:
                 steps[step] = steps.get(step, 0.0) + seconds
     total = sum(steps.values())
     ordered = sorted(steps.items(), key=lambda item: -item[1])
-    return {
-        "total_s": total,
+    return Wall(
+        total_s=total,
         # strategies that shared a process (engine.rotation) count it once
-        "processes": len({process_of(r) for r in rows if r.wall_s}),
-        "time_only": len({process_of(r) for r in rows if r.time_only}),
-        "steps": [
-            {"step": s, "seconds": v, "share": v / total if total else None} for s, v in ordered
-        ],
-    }
+        processes=len({process_of(r) for r in rows if r.wall_s}),
+        time_only=len({process_of(r) for r in rows if r.time_only}),
+        steps=[WallStep(s, v, v / total if total else None) for s, v in ordered],
+    )
 
 
 def min_effect_of(run: RunFile) -> float:

@@ -7,10 +7,18 @@ from __future__ import annotations
 import dataclasses
 import statistics
 from pathlib import Path
-from typing import Any
 
 from reports import leaks, profile, stats, targets, verdicts
-from reports.page_records import CaseLine, CaseMemory, FlavourLine, ProcessLine
+from reports.page_records import (
+    CaseLine,
+    CaseMemory,
+    CoreOverhead,
+    CostLine,
+    Flamegraph,
+    FlavourLine,
+    ProcessLine,
+    TimelineLine,
+)
 from reports.records import Entry, Row
 from reports.row_parts import Collectives, GradCheck
 from reports.rows import REFERENCE, memory_note, strategy_order
@@ -106,7 +114,7 @@ def measured_line(line: CaseLine, e: Entry, result: VerdictFile) -> CaseLine:
     )
 
 
-def core_overheads(entries: list[Entry]) -> list[dict[str, Any]]:
+def core_overheads(entries: list[Entry]) -> list[CoreOverhead]:
     """The core's overhead per K and N: native's paired ratio to the plain loop."""
     out = []
     for e in sorted(entries, key=lambda e: (e.k, e.n)):
@@ -115,19 +123,19 @@ def core_overheads(entries: list[Entry]) -> list[dict[str, Any]]:
         result = e.overhead
         plain = [x for r in e.rows for x in r.samples.get("plain_window", [])]
         out.append(
-            {
-                "k": e.k,
-                "n": e.n,
-                "native": e.phases["window"],
-                "plain": stats.summarize(plain),
-                "overhead": result,
-                "ok": targets.overhead_ok(result),
-            }
+            CoreOverhead(
+                k=e.k,
+                n=e.n,
+                native=e.phases["window"],
+                plain=stats.summarize(plain),
+                overhead=result,
+                ok=targets.overhead_ok(result),
+            )
         )
     return out
 
 
-def flamegraphs(directory: Path, entries: list[Entry]) -> list[dict[str, Any]]:
+def flamegraphs(directory: Path, entries: list[Entry]) -> list[Flamegraph]:
     """Each ok case's memray flamegraph, and whether its file is still beside the report."""
     out = []
     for e in sorted(
@@ -138,15 +146,15 @@ def flamegraphs(directory: Path, entries: list[Entry]) -> list[dict[str, Any]]:
             path = row.memory.memray_flamegraph
             if path:
                 out.append(
-                    {
-                        "strategy": e.strategy,
-                        "k": e.k,
-                        "n": e.n,
-                        "round": row.round,
-                        "path": path,
-                        "present": (directory / path).is_file(),
-                        "peak_bytes": row.memory.peak_bytes,
-                    }
+                    Flamegraph(
+                        strategy=e.strategy,
+                        k=e.k,
+                        n=e.n,
+                        round=row.round,
+                        path=path,
+                        present=(directory / path).is_file(),
+                        peak_bytes=row.memory.peak_bytes,
+                    )
                 )
     return out
 
@@ -157,7 +165,7 @@ def _first_process(entry: Entry) -> Row | None:
     return next((r for r in entry.rows if not r.control), None)
 
 
-def timelines(entries: list[Entry], k: int, n: int) -> list[dict[str, Any]]:
+def timelines(entries: list[Entry], k: int, n: int) -> list[TimelineLine]:
     """One window's memory timeline per strategy at K, N (its first process), and the plain
     loop's beside them (from the first case that has one)."""
     out, plain = [], None
@@ -167,13 +175,13 @@ def timelines(entries: list[Entry], k: int, n: int) -> list[dict[str, Any]]:
             continue
         memory = row.memory
         if memory.timeline:
-            out.append({"label": e.strategy, "timeline": memory.timeline})
+            out.append(TimelineLine(e.strategy, memory.timeline))
         if plain is None and memory.plain_timeline:
-            plain = {"label": "plain loop", "timeline": memory.plain_timeline}
+            plain = TimelineLine("plain loop", memory.plain_timeline)
     return [*out, plain] if out and plain else out
 
 
-def cost_table(entries: list[Entry], k: int) -> list[dict[str, Any]]:
+def cost_table(entries: list[Entry], k: int) -> list[CostLine]:
     """The cost model's prediction against the measured reset and paired cost, per strategy and
     N at K (each case's first process: coefficients are calibrated in each process)."""
     out = []
@@ -187,20 +195,20 @@ def cost_table(entries: list[Entry], k: int) -> list[dict[str, Any]]:
         predicted = model.predicted
         reset, paired = model.measured["reset"], model.measured["paired_cost"]
         out.append(
-            {
-                "strategy": e.strategy,
-                "n": e.n,
-                "counts": model.counts,
-                "predicted": predicted,
-                "reset": reset,
-                "paired": paired,
-                "reset_ratio": (
+            CostLine(
+                strategy=e.strategy,
+                n=e.n,
+                counts=model.counts,
+                predicted=predicted,
+                reset=reset,
+                paired=paired,
+                reset_ratio=(
                     reset["median_s"] / predicted["reset_s"] if predicted["reset_s"] else None
                 ),
-                "explained": model.explained,
-                "flags": model.flags,
-                "coefficients": model.coefficients,
-            }
+                explained=model.explained,
+                flags=model.flags,
+                coefficients=model.coefficients,
+            )
         )
     return out
 

@@ -14,6 +14,7 @@ from synthetic import (
 )
 
 from reports import analysis, compare, records, verdict_records, verdicts
+from reports.row_parts import ErrorFigures
 from reports.rows import SCHEMA_VERSION
 
 
@@ -37,8 +38,8 @@ def test_real_sweep_rows_and_verdicts(real_sweep):
     # rebuilt: the same, to the bit
     assert judged == records.finite(report.verdicts_json.to_json())
     # every strategy, the control's first process too, has its timeline and its cost model
-    assert {t["label"] for t in report.timelines} == {*SWEEP_STRATEGIES, "plain loop"}
-    assert {c["strategy"] for c in report.costs} == set(SWEEP_STRATEGIES)
+    assert {t.label for t in report.timelines} == {*SWEEP_STRATEGIES, "plain loop"}
+    assert {c.strategy for c in report.costs} == set(SWEEP_STRATEGIES)
     # the answer at the default K and N follows the verdicts, whatever this machine measured
     answer = report.answer
     k, n = report.default
@@ -88,17 +89,16 @@ def test_recipe_sweep_shows_every_precision_and_the_settings_compared(recipe_swe
     assert {r["status"] for r in rows} == {"ok"}, [r["error"] for r in rows if r["error"]]
     report = analysis.report(out)
     assert (report.precision, report.precisions) == ("fp32", ["fp32", "bf16"])
-    errors = {(e["precision"], e["k"]): e for e in report.errors}
+    errors = {(e.precision, e.k): e for e in report.errors}
     assert sorted(errors) == [("bf16", 1), ("bf16", 4), ("fp32", 1), ("fp32", 4)]
     for precision in ("fp32", "bf16"):  # one micro-batch: nothing added, nothing rounded
-        assert errors[(precision, 1)]["accumulation"] == {"max_rel": 0.0, "norm_rel": 0.0}
+        assert errors[(precision, 1)].accumulation == ErrorFigures(max_rel=0.0, norm_rel=0.0)
     # a bf16 .grad rounds each addition at 2**-8, an fp32 one at 2**-24
     assert (
-        errors[("bf16", 4)]["accumulation"]["norm_rel"]
-        > 100 * errors[("fp32", 4)]["accumulation"]["norm_rel"]
+        errors[("bf16", 4)].accumulation.norm_rel > 100 * errors[("fp32", 4)].accumulation.norm_rel
     )
     for e in errors.values():
-        assert e["check_ok"] and e["tolerance"] >= e["accumulation"]["max_rel"], e
+        assert e.check_ok and e.tolerance >= e.accumulation.max_rel, e
     judged = json.loads((out / verdict_records.VERDICTS).read_text())
     settings = judged["settings"]
     assert {(c["case"]["precision"], c["k"], c["a"], c["b"]) for c in settings} == {

@@ -206,14 +206,14 @@ def test_case_table_overheads_and_reset_slopes(tmp_path):
         max_rel_diff=0.0, max_abs_diff=0.0, tolerance=1e-5, windows=3, ok=True
     )
     assert cases["flat"].noisy and not lazy.noisy
-    core = {(o["k"], o["n"]): o for o in report.overheads}
+    core = {(o.k, o.n): o for o in report.overheads}
     assert sorted(core) == [(1, 0), (1, 10_000), (2, 0), (2, 10_000)]
-    assert core[(1, 0)]["overhead"].ratio == pytest.approx(1.0, abs=0.01)
-    assert core[(1, 0)]["plain"]["n"] == 30 and core[(1, 0)]["overhead"].processes == 3
-    slopes = {s["strategy"]: s for s in report.slopes}
-    assert slopes["global"]["slope_s"] == pytest.approx(1e-6)  # 10 ms per 10,000 tensors
-    assert slopes["native"]["slope_s"] == pytest.approx(0, abs=1e-15)
-    assert [p["live"] for p in slopes["global"]["points"]] == [0, 10_000]
+    assert core[(1, 0)].overhead.ratio == pytest.approx(1.0, abs=0.01)
+    assert core[(1, 0)].plain["n"] == 30 and core[(1, 0)].overhead.processes == 3
+    slopes = {s.strategy: s for s in report.slopes}
+    assert slopes["global"].slope_s == pytest.approx(1e-6)  # 10 ms per 10,000 tensors
+    assert slopes["native"].slope_s == pytest.approx(0, abs=1e-15)
+    assert [p["live"] for p in slopes["global"].points] == [0, 10_000]
 
 
 def test_page_is_self_contained_with_every_section_and_chart(tmp_path):
@@ -257,22 +257,22 @@ def test_accumulation_error_of_every_precision(tmp_path):
     assert report.precision == "fp32" and report.precisions == ["fp32", "bf16"]
     lines = report.errors
     assert len(lines) == len(OVERHEADS) * 2 * 2  # strategies x precisions x K
-    assert [(e["strategy"], e["precision"], e["k"]) for e in lines[:4]] == [
+    assert [(e.strategy, e.precision, e.k) for e in lines[:4]] == [
         ("native", "fp32", 1),
         ("native", "fp32", 2),
         ("native", "bf16", 1),
         ("native", "bf16", 2),
     ]
-    bf16 = next(e for e in lines if (e["strategy"], e["precision"], e["k"]) == ("lazy", "bf16", 2))
-    assert bf16["accumulation"] == ErrorFigures(
+    bf16 = next(e for e in lines if (e.strategy, e.precision, e.k) == ("lazy", "bf16", 2))
+    assert bf16.accumulation == ErrorFigures(
         max_rel=pytest.approx(1e-2), norm_rel=pytest.approx(4e-3)
     )
-    assert bf16["total"].norm_rel == pytest.approx(5e-2 * 2**0.5)
-    assert (bf16["tolerance"], bf16["check_ok"], bf16["windows"]) == (0.0625, True, 3)
-    checks = {g["precision"]: g for g in report.grad_checks}
+    assert bf16.total.norm_rel == pytest.approx(5e-2 * 2**0.5)
+    assert (bf16.tolerance, bf16.check_ok, bf16.windows) == (0.0625, True, 3)
+    checks = {g.precision: g for g in report.grad_checks}
     assert list(checks) == ["fp32", "bf16"]
-    assert checks["bf16"]["cases"] == checks["bf16"]["passed"] == 2 * len(OVERHEADS)
-    assert (checks["bf16"]["tolerance_min"], checks["bf16"]["tolerance_max"]) == (0.03125, 0.0625)
+    assert checks["bf16"].cases == checks["bf16"].passed == 2 * len(OVERHEADS)
+    assert (checks["bf16"].tolerance_min, checks["bf16"].tolerance_max) == (0.03125, 0.0625)
     # the same figures in every strategy: one line per precision, naming them all
     series = charts._error_series(lines)
     names = sorted(OVERHEADS, key=strategy_order)  # the tables' order

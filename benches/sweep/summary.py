@@ -129,7 +129,7 @@ def flavour_table(report: Page) -> Table:
 def settings_table(report: Page) -> Table:
     """--compare-settings: each case's loop against the same strategy's loop with the other
     setting (every precision), its paired ratio and verdict (verdicts.json's ``settings``)."""
-    compared = escape(report.recipe["compare_settings"])
+    compared = escape(report.recipe.compare_settings)
     table = Table(
         title=f"settings compared (--compare-settings {compared}; a / b window, paired in each "
         "process)",
