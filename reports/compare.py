@@ -17,10 +17,10 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
 
 from reports import charts, leaks, runinfo, stats, verdicts
 from reports.build import environment
+from reports.page_records import CompareLine, ComparePage, PhasePair, Side, shallow
 from reports.records import Entry
 from reports.rows import PHASES, SWEEP_IDENTITY, first_row, pooled, read, strategy_order
 from reports.verdict_records import (
@@ -45,7 +45,8 @@ def _cases_text(cases) -> str:
     )
 
 
-def _side(directory: Path) -> dict[str, Any]:
+def side(directory: Path) -> Side:
+    """One run of a comparison: its cases, keyed as the page matches them, and its facts."""
     rows = read(directory)
     run = runinfo.run_info(directory)
     ok = [r for r in rows if r.ok]
@@ -63,24 +64,24 @@ def _side(directory: Path) -> dict[str, Any]:
             cases.setdefault(key, entry)
         else:
             failed.append(key)
-    return {
-        "directory": directory,
-        "name": directory.resolve().name,
-        "run_id": run.run_id or first.run_id or "-",
-        "created": run.created or "-",
-        "preset": first.preset or "-",
-        "device": env.get("device", first.device or "-"),
-        "device_name": env.get("device_name") or env.get("cpu_model") or "-",
-        "torch": env.get("torch", "-"),
-        "threads": env.get("threads", first.threads or "-"),
-        "commit": (env.get("git_commit") or "-")[:12],
-        "dirty": bool(env.get("git_dirty")),
-        "rows": len(rows),
-        "ok_rows": len(ok),
-        "cases": cases,
-        "failed": failed,
-        "min_effect": runinfo.min_effect_of(run),
-    }
+    return Side(
+        directory=directory,
+        name=directory.resolve().name,
+        run_id=run.run_id or first.run_id or "-",
+        created=run.created or "-",
+        preset=first.preset or "-",
+        device=env.get("device", first.device or "-"),
+        device_name=env.get("device_name") or env.get("cpu_model") or "-",
+        torch=env.get("torch", "-"),
+        threads=env.get("threads", first.threads or "-"),
+        commit=(env.get("git_commit") or "-")[:12],
+        dirty=bool(env.get("git_dirty")),
+        rows=len(rows),
+        ok_rows=len(ok),
+        cases=cases,
+        failed=failed,
+        min_effect=runinfo.min_effect_of(run),
+    )
 
 
 def _metrics(
@@ -110,71 +111,70 @@ def _metrics(
     return metrics
 
 
-def _line(ea, eb, key: tuple, metrics: dict[str, RunComparison]) -> dict[str, Any]:
+def line(ea, eb, key: tuple, metrics: dict[str, RunComparison]) -> CompareLine:
     """One case of the page: its settings, both overheads, its verdicts, its phases."""
     strategy, k, n, flavour = key
     settings = {name: getattr(eb, name) for name in SWEEP_IDENTITY if name != "preset"}
     ranks = f" grad_sync={flavour}" if settings.get("parallel") not in (None, "none") else ""
-    return {
-        "strategy": strategy,
-        "k": k,
-        "n": n,
-        "grad_sync": flavour,
-        "label": f"{strategy}  K={k} N={n:,}{ranks}",
-        "settings": settings,
-        "settings_differ": metrics["window"].case.get("settings_differ", []),
-        "overhead_a": ea.overhead,
-        "overhead_b": eb.overhead,
-        "metrics": metrics,
-        "window": metrics["window"],
-        "phases": [
-            {"phase": phase, "a": ea.phases[phase], "b": eb.phases[phase]}
+    return CompareLine(
+        strategy=strategy,
+        k=k,
+        n=n,
+        grad_sync=flavour,
+        label=f"{strategy}  K={k} N={n:,}{ranks}",
+        settings=settings,
+        settings_differ=metrics["window"].case.get("settings_differ", []),
+        overhead_a=ea.overhead,
+        overhead_b=eb.overhead,
+        metrics=metrics,
+        window=metrics["window"],
+        phases=[
+            PhasePair(phase, ea.phases[phase], eb.phases[phase])
             for phase in PHASES
             if phase in ea.phases and phase in eb.phases
         ],
-    }
+    )
 
 
-def comparison(dir_a: str | Path, dir_b: str | Path) -> dict[str, Any]:
+def comparison(dir_a: str | Path, dir_b: str | Path) -> ComparePage:
     """Per common case: B's paired overhead against A's, verdicts per metric; what is unmatched."""
-    a, b = _side(Path(dir_a)), _side(Path(dir_b))
-    min_effect = max(a["min_effect"], b["min_effect"])
+    a, b = side(Path(dir_a)), side(Path(dir_b))
+    min_effect = max(a.min_effect, b.min_effect)
     common = sorted(
-        set(a["cases"]) & set(b["cases"]),
+        set(a.cases) & set(b.cases),
         key=lambda k: (strategy_order(k[0]), k[1], k[2]),
     )
     if not common:
         raise CompareError(
             f"runs {str(dir_a)!r} and {str(dir_b)!r} have no ok case in common (strategy, K, N, "
-            f"grad_sync); A has {_cases_text(a['cases'])}; B has {_cases_text(b['cases'])}"
+            f"grad_sync); A has {_cases_text(a.cases)}; B has {_cases_text(b.cases)}"
         )
     # the noise between processes of both runs, per group: each run's processes of a case
     # differ by the same kind of process offset, so the variance pools over both
-    spreads = verdicts.noise([*a["cases"].values(), *b["cases"].values()], min_effect)
+    spreads = verdicts.noise([*a.cases.values(), *b.cases.values()], min_effect)
     lines, judged = [], []
     for key in common:
-        ea, eb = a["cases"][key], b["cases"][key]
+        ea, eb = a.cases[key], b.cases[key]
         metrics = _metrics(ea, eb, key, spreads.get(verdicts.group_key(eb)), min_effect)
         judged += metrics.values()
-        lines.append(_line(ea, eb, key, metrics))
+        lines.append(line(ea, eb, key, metrics))
     drift = between_runs(judged)
     verdicts.decide_time(judged, min_effect)  # the error rate over every case compared
-    windows = [line["window"] for line in lines]
-    counts = {word: sum(w.verdict == word for w in windows) for word in WORDS}
-    return {
-        "a": a,
-        "b": b,
-        "lines": lines,
-        "comparisons": judged,
-        "min_effect": min_effect,
-        "rule": verdicts.RULE,
-        "between_runs": drift,
-        "counts": counts,
-        "growth": leaks.growth_verdicts(list(b["cases"].values())),
-        "only_a": [k for k in a["cases"] if k not in b["cases"]],
-        "only_b": [k for k in b["cases"] if k not in a["cases"]],
-        "failed": [(side, key) for side, s in (("A", a), ("B", b)) for key in s["failed"]],
-    }
+    windows = [x.window for x in lines]
+    return ComparePage(
+        a=a,
+        b=b,
+        lines=lines,
+        comparisons=judged,
+        min_effect=min_effect,
+        rule=verdicts.RULE,
+        between_runs=drift,
+        counts={word: sum(w.verdict == word for w in windows) for word in WORDS},
+        growth=leaks.growth_verdicts(list(b.cases.values())),
+        only_a=[k for k in a.cases if k not in b.cases],
+        only_b=[k for k in b.cases if k not in a.cases],
+        failed=[(name, key) for name, s in (("A", a), ("B", b)) for key in s.failed],
+    )
 
 
 def between_runs(judged: list[RunComparison]) -> BetweenRuns:
@@ -195,25 +195,25 @@ def between_runs(judged: list[RunComparison]) -> BetweenRuns:
     )
 
 
-def compare_json(result: dict[str, Any]) -> CompareFile:
+def compare_json(result: ComparePage) -> CompareFile:
     """compare.json: what the page says, as data (the fields of verdicts.json, plus strategy)."""
-    at = {(line["k"], line["n"]): line["window"].resolution for line in result["lines"]}
+    at = {(x.k, x.n): x.window.resolution for x in result.lines}
     return CompareFile(
-        a=run_ref(result["a"]),
-        b=run_ref(result["b"]),
-        min_effect=result["min_effect"],
+        a=run_ref(result.a),
+        b=run_ref(result.b),
+        min_effect=result.min_effect,
         resolution=[Resolution(k, n, resolution) for (k, n), resolution in sorted(at.items())],
-        rule=result["rule"],
-        between_runs=result["between_runs"],
-        comparisons=result["comparisons"],
+        rule=result.rule,
+        between_runs=result.between_runs,
+        comparisons=result.comparisons,
         # run B's cases that keep memory window after window: a leak fails the gate
-        leaks=[c for c in result["growth"] if c.leaks],
+        leaks=[c for c in result.growth if c.leaks],
         leak_rule=leaks.RULE,
     )
 
 
-def run_ref(side: dict[str, Any]) -> RunRef:
-    return RunRef(str(side["directory"]), str(side["run_id"]), str(side["commit"]))
+def run_ref(run: Side) -> RunRef:
+    return RunRef(str(run.directory), str(run.run_id), str(run.commit))
 
 
 def compare(dir_a: str | Path, dir_b: str | Path, out: str | Path | None = None) -> Path:
@@ -221,23 +221,19 @@ def compare(dir_a: str | Path, dir_b: str | Path, out: str | Path | None = None)
     result = comparison(dir_a, dir_b)
     out = Path(out) if out else Path(dir_b) / "compare.html"
     compare_json(result).write(out.parent)  # the page shows what this says
-    chart_lines = [
-        (line["label"], line["window"])
-        for line in result["lines"]
-        if line["window"].ratio is not None
-    ]
+    chart_lines = [(x.label, x.window) for x in result.lines if x.window.ratio is not None]
     chart = charts.ratios(chart_lines, "A", "B") if chart_lines else None
     html = (
         environment()
         .get_template("compare.html.j2")
         .render(
-            title=f"zerograd: run {result['b']['run_id']} against run {result['a']['run_id']}",
+            title=f"zerograd: run {result.b.run_id} against run {result.a.run_id}",
             c=result,
             chart=chart,
             details=json.dumps(
                 {
-                    side: {k: v for k, v in result[side].items() if k not in ("cases",)}
-                    for side in "ab"
+                    name: {k: v for k, v in shallow(run).items() if k != "cases"}
+                    for name, run in (("a", result.a), ("b", result.b))
                 },
                 indent=1,
                 default=str,

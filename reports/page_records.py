@@ -17,9 +17,15 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from reports.records import Paired, Row, RunFile
+from reports.records import Entry, Paired, Row, RunFile
 from reports.row_parts import Collectives, ErrorFigures, GradCheck, Json
-from reports.verdict_records import Comparison, Growth, VerdictFile
+from reports.verdict_records import (
+    BetweenRuns,
+    Comparison,
+    Growth,
+    RunComparison,
+    VerdictFile,
+)
 
 Summary = dict[str, Any]  # stats.summarize: median_s, ci_low_s, ci_high_s, cv, n, ...
 
@@ -402,3 +408,74 @@ class Page(TheRun):
     answer: Answer | None = None
     slopes: list[Slope] = field(default_factory=list)
     default_cases: list[CaseLine] = field(default_factory=list)
+
+
+# -- the compare page -----------------------------------------------------------------------------
+CaseKey = tuple[str, int, int, str]  # strategy (with " @precision" when not fp32), K, N, grad_sync
+
+
+@dataclass(slots=True)
+class Side:
+    """One of the two runs of a comparison (``compare.side``)."""
+
+    directory: Path
+    name: str  # the folder's name
+    run_id: str
+    created: str
+    preset: str
+    device: str
+    device_name: str
+    torch: str
+    threads: Any
+    commit: str  # 12 characters
+    dirty: bool
+    rows: int
+    ok_rows: int
+    cases: dict[CaseKey, Entry]  # its ok cases
+    failed: list[CaseKey]  # its cases none of whose processes finished
+    min_effect: float
+
+
+@dataclass(frozen=True, slots=True)
+class PhasePair:
+    """A phase's window summary in each run (context only, never a verdict)."""
+
+    phase: str
+    a: Summary
+    b: Summary
+
+
+@dataclass(slots=True)
+class CompareLine:
+    """One case of both runs (``compare.line``): B's overhead against A's on every metric."""
+
+    strategy: str
+    k: int
+    n: int
+    grad_sync: str
+    label: str
+    settings: dict[str, Any]  # B's sweep settings (rows.SWEEP_IDENTITY, preset aside)
+    settings_differ: list[str]  # the settings A and B ran with differently
+    overhead_a: Paired
+    overhead_b: Paired
+    metrics: dict[str, RunComparison]  # per metric
+    window: RunComparison  # the window's, which the page leads with
+    phases: list[PhasePair]
+
+
+@dataclass(slots=True)
+class ComparePage:
+    """Everything compare.html shows (``compare.comparison``), and compare.json's content."""
+
+    a: Side
+    b: Side
+    lines: list[CompareLine]
+    comparisons: list[RunComparison]  # every metric of every line, judged together
+    min_effect: float  # the larger of the two runs'
+    rule: str
+    between_runs: BetweenRuns
+    counts: dict[str, int]  # window verdicts per word
+    growth: list[Growth]  # run B's cases' memory growth
+    only_a: list[CaseKey]
+    only_b: list[CaseKey]
+    failed: list[tuple[str, CaseKey]]  # ("A" or "B", the case)

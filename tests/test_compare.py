@@ -57,8 +57,8 @@ def test_compare_finds_a_planted_slowdown(tmp_path):
     assert {c["verdict"] for c in memory} == {"same"}
 
     report = compare.comparison(a, b)
-    assert report["counts"] == {"lower": 0, "higher": 4, "same": 16, "unclear": 0}
-    assert report["only_b"] == [("foreach", 1, 0, "last")] and report["only_a"] == []
+    assert report.counts == {"lower": 0, "higher": 4, "same": 16, "unclear": 0}
+    assert report.only_b == [("foreach", 1, 0, "last")] and report.only_a == []
     html = (b / "compare.html").read_text()
     assert 'data-chart="compare-window"' in html
     assert "(slower) in 4" in by_id(html, "verdict")
@@ -68,9 +68,9 @@ def test_compare_finds_a_planted_slowdown(tmp_path):
     assert "<code>foreach</code> K=1 N=0: only in B" in html
     # the other way round, B's planted slowdown is A's speedup: lower, as often as higher
     back = compare.comparison(b, a)
-    back_lazy = [line["window"] for line in back["lines"] if line["strategy"] == "lazy"]
+    back_lazy = [line.window for line in back.lines if line.strategy == "lazy"]
     assert [w.verdict for w in back_lazy] == ["lower"] * 4, back_lazy
-    assert back["only_a"] == [("foreach", 1, 0, "last")]
+    assert back.only_a == [("foreach", 1, 0, "last")]
 
 
 @pytest.mark.parametrize("how", ["the same samples", "a fresh run"])
@@ -85,16 +85,16 @@ def test_compare_ignores_a_machine_twice_as_slow(tmp_path, how):
         slower = standard_rows(seed=1, plain=0.020)
     b = write_run(tmp_path / "b", slower)
     result = compare.comparison(a, b)
-    assert len(result["lines"]) == 4 * len(OVERHEADS)
-    for line in result["lines"]:
-        window = line["window"]
-        assert window.verdict not in ("lower", "higher"), (line["label"], window)
+    assert len(result.lines) == 4 * len(OVERHEADS)
+    for line in result.lines:
+        window = line.window
+        assert window.verdict not in ("lower", "higher"), (line.label, window)
         assert window.ratio == pytest.approx(1.0, abs=0.02)
-        medians = {p["phase"]: (p["a"]["median_s"], p["b"]["median_s"]) for p in line["phases"]}
+        medians = {p.phase: (p.a["median_s"], p.b["median_s"]) for p in line.phases}
         assert medians["window"][1] / medians["window"][0] == pytest.approx(2.0, rel=0.03)
     if how == "the same samples":  # identical paired ratios: exactly no change, and same
-        assert {line["window"].verdict for line in result["lines"]} == {"same"}
-    assert result["counts"]["lower"] == result["counts"]["higher"] == 0
+        assert {line.window.verdict for line in result.lines} == {"same"}
+    assert result.counts["lower"] == result.counts["higher"] == 0
 
 
 def test_compare_does_not_call_a_machine_that_drifted_between_runs(tmp_path):
@@ -117,17 +117,17 @@ def test_compare_does_not_call_a_machine_that_drifted_between_runs(tmp_path):
         ],
     )
     result = compare.comparison(a, b)
-    drift = result["between_runs"]
+    drift = result.between_runs
     assert drift.cases == 4 * len(OVERHEADS) and 0.02 < drift.sd < 0.06, drift
-    for line in result["lines"]:
-        window = line["window"]
-        if line["strategy"] == "lazy":
+    for line in result.lines:
+        window = line.window
+        if line.strategy == "lazy":
             assert window.verdict == "higher", window
         else:
-            assert window.verdict not in ("lower", "higher"), (line["label"], window)
-    side_a, side_b = compare._side(a), compare._side(b)
-    case_a, case_b = (side["cases"][("block", 1, 0, "last")] for side in (side_a, side_b))
-    spread = verdicts.noise(list(side_b["cases"].values()), 0.02)[verdicts.group_key(case_b)]
+            assert window.verdict not in ("lower", "higher"), (line.label, window)
+    side_a, side_b = compare.side(a), compare.side(b)
+    case_a, case_b = (side.cases[("block", 1, 0, "last")] for side in (side_a, side_b))
+    spread = verdicts.noise(list(side_b.cases.values()), 0.02)[verdicts.group_key(case_b)]
     alone = stats.contrast(
         verdicts.process_logs(case_b),
         verdicts.process_logs(case_a),
