@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from reports import leaks, stats, verdicts
-from reports.page_records import Answer, Pick, Slope
+from reports.page_records import Answer, Pick, Slope, SlopePoint
 from reports.records import Entry, RunFile
 from reports.rows import memory_note, strategy_order
 from reports.verdict_records import VerdictFile
@@ -59,7 +59,7 @@ def answer(entries: list[Entry], k: int, n: int, result: VerdictFile) -> Answer:
         strategy=fastest.strategy,
         overhead=fastest.overhead,
         window=fastest.phases["window"],
-        cv=fastest.phases["window"].get("cv"),
+        cv=fastest.phases["window"].cv,
     )
     if len(by_time) > 1:
         runner = by_time[1]
@@ -175,20 +175,19 @@ def reset_slopes(entries: list[Entry], k: int) -> list[Slope]:
     out = []
     for strategy in sorted({e.strategy for e in entries}, key=strategy_order):
         points = sorted(
-            (e.n, e.phases["reset"])
-            for e in entries
-            if e.strategy == strategy and e.k == k and e.phases.get("reset")
-        )
+            ((e.n, e.phases["reset"]) for e in entries
+             if e.strategy == strategy and e.k == k and "reset" in e.phases),
+            key=lambda point: point[0],
+        )  # fmt: skip
         if not points:
             continue
         xs = [n for n, _ in points]
-        ys = [p["median_s"] for _, p in points]
+        ys = [p.median_s for _, p in points]
         slope = stats.slope(xs, ys)
         out.append(
             Slope(
                 strategy=strategy,
-                # "live", not "n": a phase summary already has n, its sample count
-                points=[{**p, "live": n} for n, p in points],
+                points=[SlopePoint(n, p) for n, p in points],
                 slope_s=slope,
                 per_10k_s=slope * 1e4 if not math.isnan(slope) else None,
             )

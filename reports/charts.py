@@ -79,7 +79,7 @@ def phases(cases: list[CaseLine], k: int, n: int) -> str:
     left = [0.0] * len(ok)
     stacked = [p for p in STACKED if any(c.phases.get(p) for c in ok)]
     for i, phase in enumerate(stacked):
-        widths = [_ms(c.phases.get(phase, {}).get("median_s")) for c in ok]
+        widths = [_ms(c.phases[phase].median_s if phase in c.phases else None) for c in ok]
         widths = [0.0 if math.isnan(w) else w for w in widths]
         ax.barh(
             names,
@@ -92,7 +92,7 @@ def phases(cases: list[CaseLine], k: int, n: int) -> str:
             linewidth=0.5,
         )
         left = [a + b for a, b in zip(left, widths, strict=True)]
-    window = [_ms(c.phases["window"]["median_s"]) for c in ok]
+    window = [_ms(c.phases["window"].median_s) for c in ok]
     ax.plot(window, names, "k|", markersize=16, markeredgewidth=2, label="window (median)")
     ax.invert_yaxis()
     ax.set_xlabel("time per window (ms), medians")
@@ -168,15 +168,15 @@ def reset_vs_live(slopes: list[Slope], k: int) -> str:
     fig = Figure(figsize=(WIDTH, 4.4), layout="constrained")
     ax = fig.add_subplot()
     for i, s in enumerate(slopes):
-        xs = [p["live"] for p in s.points]
-        ys = [_ms(p["median_s"]) for p in s.points]
-        low = [y - _ms(p["ci_low_s"]) for y, p in zip(ys, s.points, strict=True)]
-        high = [_ms(p["ci_high_s"]) - y for y, p in zip(ys, s.points, strict=True)]
+        xs = [p.live for p in s.points]
+        ys = [_ms(p.reset.median_s) for p in s.points]
+        low = [y - _ms(p.reset.ci_low_s) for y, p in zip(ys, s.points, strict=True)]
+        high = [_ms(p.reset.ci_high_s) - y for y, p in zip(ys, s.points, strict=True)]
         slope = s.per_10k_s
         label = s.strategy + ("" if slope is None else f": {slope * 1e3:+.3g} ms per 10k tensors")
         ax.errorbar(xs, ys, yerr=[low, high], label=label, capsize=3, linewidth=1.4, **style(i))
     # linear on purpose: the global search's cost is a straight line in N (djl #2210)
-    _fit_y(ax, [_ms(p["median_s"]) for s in slopes for p in s.points], log_ok=False)
+    _fit_y(ax, [_ms(p.reset.median_s) for s in slopes for p in s.points], log_ok=False)
     ax.set_xlabel("unrelated live tensors in the process (count)")
     ax.set_ylabel("reset time per window (ms, median)")
     ax.set_title(
@@ -199,17 +199,19 @@ def window_vs_k(cases: list[CaseLine], n: int) -> str:
     ks: set[int] = set()
     for i, name in enumerate(names):
         points = sorted(
-            (c.k, c.phases["window"]) for c in cases if c.strategy == name and c.n == n and c.phases
-        )
+            ((c.k, c.phases["window"]) for c in cases
+             if c.strategy == name and c.n == n and c.phases),
+            key=lambda point: point[0],
+        )  # fmt: skip
         xs = [k for k, _ in points]
         ks.update(xs)
-        ys = [_ms(w["median_s"]) for _, w in points]
-        low = [y - _ms(w["ci_low_s"]) for y, (_, w) in zip(ys, points, strict=True)]
-        high = [_ms(w["ci_high_s"]) - y for y, (_, w) in zip(ys, points, strict=True)]
+        ys = [_ms(w.median_s) for _, w in points]
+        low = [y - _ms(w.ci_low_s) for y, (_, w) in zip(ys, points, strict=True)]
+        high = [_ms(w.ci_high_s) - y for y, (_, w) in zip(ys, points, strict=True)]
         ax.errorbar(xs, ys, yerr=[low, high], label=name, capsize=3, linewidth=1.4, **style(i))
     ax.set_xticks(sorted(ks))
     ax.set_xlabel("micro-batches per window, K (count)")
-    medians = [_ms(c.phases["window"]["median_s"]) for c in cases if c.phases]
+    medians = [_ms(c.phases["window"].median_s) for c in cases if c.phases]
     log = _fit_y(ax, medians, log_ok=True)
     ax.set_ylabel(f"window time (ms, median{', log scale' if log else ''})")
     ax.set_title(
@@ -289,13 +291,13 @@ def timelines(lines: list[TimelineLine], k: int, n: int) -> str:
     left = min(max(_reset_end(line) for line in lines), 0.25 * after) or 1.0
     for i, line in enumerate(lines):
         timeline, zero = line.timeline, _reset_end(line)
-        xs = [p[0] - zero for p in timeline["points"]]
-        ys = [p[1] / 2**20 for p in timeline["points"]]
+        xs = [p[0] - zero for p in timeline.points]
+        ys = [p[1] / 2**20 for p in timeline.points]
         look = style(i)
         label = line.label + (f" (reset {zero:.0f} ms, clipped)" if zero > left else "")
         ax.step(xs, ys, where="post", color=look["color"], linestyle=look["linestyle"],
                 linewidth=1.4, label=label)  # fmt: skip
-        for name, t in timeline["phases"]:  # the phase boundaries, on the line
+        for name, t in timeline.phases:  # the phase boundaries, on the line
             level = next(
                 (y for x, y in zip(reversed(xs), reversed(ys), strict=True) if x <= t - zero),
                 ys[0],
@@ -318,8 +320,8 @@ def timelines(lines: list[TimelineLine], k: int, n: int) -> str:
 def _reset_end(line: TimelineLine, end: bool = False) -> float:
     """ms from the window's start to the end of its reset (``end``: from there to the end)."""
     timeline = line.timeline
-    reset = next((t for name, t in timeline["phases"] if name == "reset"), 0.0)
-    return timeline["window_ms"] - reset if end else reset
+    reset = next((t for name, t in timeline.phases if name == "reset"), 0.0)
+    return timeline.window_ms - reset if end else reset
 
 
 ERROR_PANELS = (

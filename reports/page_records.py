@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from reports.records import Entry, Paired, Row, RunFile
-from reports.row_parts import Collectives, ErrorFigures, GradCheck, Json
+from reports.row_parts import Collectives, ErrorFigures, GradCheck, Json, Summary, Timeline
 from reports.verdict_records import (
     BetweenRuns,
     Comparison,
@@ -26,8 +26,6 @@ from reports.verdict_records import (
     RunComparison,
     VerdictFile,
 )
-
-Summary = dict[str, Any]  # stats.summarize: median_s, ci_low_s, ci_high_s, cv, n, ...
 
 
 def shallow(record: Any) -> dict[str, Any]:
@@ -167,7 +165,7 @@ class TimelineLine:
     """One window's memory over time, a strategy's or the plain loop's (``tables.timelines``)."""
 
     label: str  # the strategy, or "plain loop"
-    timeline: Json  # engine.timeline's: method, start_bytes, window_ms, points, phases
+    timeline: Timeline
 
 
 @dataclass(slots=True)
@@ -186,12 +184,18 @@ class CostLine:
     coefficients: Json
 
 
+@dataclass(frozen=True, slots=True)
+class SlopePoint:
+    live: int  # N, the unrelated live tensors
+    reset: Summary  # the reset phase there
+
+
 @dataclass(slots=True)
 class Slope:
     """How a strategy's reset grows with live tensors at one K (``answer.reset_slopes``)."""
 
     strategy: str
-    points: list[Summary]  # the reset phase's summary at each N, with ``live``: that N
+    points: list[SlopePoint]  # by N
     slope_s: float  # seconds per live tensor (least squares; nan with one point)
     per_10k_s: float | None  # per 10,000 live tensors
 

@@ -35,6 +35,7 @@ from reports.row_parts import (
     Mfu,
     ProcessFigures,
     Profile,
+    Summary,
     part_to_json,
 )
 
@@ -64,6 +65,16 @@ def build(cls, data: Any, what: str, required: tuple[str, ...] = ()):
         return cls(**data)
     except TypeError as err:  # a required field is missing
         raise RecordError(f"{what}: {err}") from None
+
+
+def part(cls, data: Any, what: str):
+    """``build`` for a part of a row, the records inside it (its class's ``NESTED``) too."""
+    record = build(cls, data, what)
+    for name, inner in getattr(cls, "NESTED", {}).items():
+        value = getattr(record, name)
+        if value is not None:
+            setattr(record, name, part(inner, value, f"{what}.{name}"))
+    return record
 
 
 def finite(value: Any) -> Any:
@@ -226,7 +237,7 @@ class Row:
     tokens_per_second: float | None = None
     flops_per_window: float | None = None
     mfu: Mfu | None = None  # a GPU's model FLOPs utilisation
-    phases: dict[str, dict[str, Any]] = field(default_factory=dict)  # stats.summarize per phase
+    phases: dict[str, Summary] = field(default_factory=dict)  # per phase, over its pairs
     samples: dict[str, list[float]] = field(default_factory=dict)  # per phase, one per pair
     overhead: LoopRatio | None = None  # the process's paired ratio (stats.paired)
     cpu_pressure: CpuPressure | None = None  # PSI over the timed pairs: median, max
@@ -255,7 +266,7 @@ class Row:
         is not a field, of the row or of a part, is a RecordError naming it."""
         if isinstance(data, dict):
             data = {k: v for k, v in data.items() if not (k in cls.OBJECTS and v is None)}
-            for key, part in PARTS.items():
+            for key, kind in PARTS.items():
                 value = data.get(key)
                 if value is not None and not isinstance(value, dict):
                     kind = type(value).__name__
@@ -263,16 +274,18 @@ class Row:
                         f"{what}: field {key!r} is a {kind}; valid: an object or null"
                     )
                 if value is not None:
-                    data[key] = build(part, value, f"{what}: field {key!r}")
+                    data[key] = part(kind, value, f"{what}: field {key!r}")
+            phases = data.get("phases")
+            if isinstance(phases, dict):
+                data["phases"] = {
+                    name: part(Summary, figures, f"{what}: field 'phases.{name}'")
+                    for name, figures in phases.items()
+                }
         return build(cls, data, what)
 
     def to_json(self) -> dict[str, Any]:
         """The row's JSON object, as the engine wrote it (each part's keys with it)."""
-        out = {name: getattr(self, name) for name in field_names(Row)}
-        for key in PARTS:
-            if out[key] is not None:
-                out[key] = part_to_json(out[key])
-        return out
+        return {name: part_to_json(getattr(self, name)) for name in field_names(Row)}
 
     @property
     def ok(self) -> bool:
@@ -313,7 +326,7 @@ class Entry:
     rows: list[Row] = field(default_factory=list)  # ok rows, one per process
     failed: list[Row] = field(default_factory=list)  # rows of failed processes
     samples: dict[str, list[float]] = field(default_factory=dict)  # per phase, every process's
-    phases: dict[str, dict[str, Any]] = field(default_factory=dict)  # stats.summarize per phase
+    phases: dict[str, Summary] = field(default_factory=dict)  # per phase, every process's
     overhead: Paired = field(default_factory=lambda: Paired())  # the paired ratio, pooled
 
     @property

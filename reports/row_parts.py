@@ -6,11 +6,12 @@ means and where it is written. ``records.Row.from_json`` builds them (a key none
 a ``RecordError`` naming it: a misspelled or foreign key fails at once) and ``to_json`` writes
 them back with the same keys.
 
-Kept as plain JSON inside these records, because their keys are data, not fields: a memory
-timeline's points and phase boundaries (drawn as they are by ``reports.charts``), the cost
-model's counts, coefficients and terms (named by ``benches.engine.costmodel``, listed as they
-are), a profile's per-phase operator tables (``benches.engine.profiling.median_window``), and a
-row's ``phases``, ``samples``, ``wall_s`` and ``env`` (keyed by phase, step and fact).
+A record inside a part (a ``Summary`` of a phase, a memory ``Timeline``) is named in its
+class's ``NESTED``; ``Row.phases`` maps each phase to its ``Summary``. Kept as plain JSON,
+because their keys are data, not fields: the cost model's counts, coefficients and terms (named
+by ``benches.engine.costmodel``, listed as they are), a profile's per-role, per-phase operator
+tables (``benches.engine.profiling.median_window``, read by ``reports.profile`` only), and a
+row's ``samples``, ``wall_s`` and ``env`` (keyed by phase, step and fact).
 
 This module imports only the standard library.
 """
@@ -19,14 +20,52 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 Json = dict[str, Any]
 
 
-def part_to_json(part: Any) -> Json:
-    """A part's JSON object: its fields with their keys (a field never set is null)."""
-    return {f.name: getattr(part, f.name) for f in dataclasses.fields(part)}
+def part_to_json(part: Any) -> Any:
+    """A part's JSON object: its fields with their keys (a field never set is null), the
+    records inside it as theirs."""
+    if dataclasses.is_dataclass(part):
+        return {f.name: part_to_json(getattr(part, f.name)) for f in dataclasses.fields(part)}
+    if isinstance(part, dict):
+        return {k: part_to_json(v) for k, v in part.items()}
+    return part
+
+
+@dataclass(slots=True)
+class Summary:
+    """A series of seconds summarised (``reports.stats.summarize``): a phase's windows, the
+    plain loop's, a reset's. An empty series has ``n`` 0 and nothing else."""
+
+    n: int = 0
+    median_s: float | None = None
+    ci_low_s: float | None = None  # a CI of the median from order statistics ...
+    ci_high_s: float | None = None
+    ci_confidence: float | None = None  # ... at 0.95, or None: [min, max] below 6 samples
+    iqr_s: float | None = None
+    min_s: float | None = None
+    max_s: float | None = None
+    mean_s: float | None = None
+    cv: float | None = None  # standard deviation / mean
+
+    @classmethod
+    def of(cls, figures: Json) -> Summary:
+        """From ``stats.summarize``'s figures."""
+        return cls(**figures)
+
+
+@dataclass(slots=True)
+class Timeline:
+    """Memory over one window (``benches.engine.timeline.window_timeline``)."""
+
+    method: str  # how the bytes were read: the CUDA allocator's history, the profiler's events
+    start_bytes: int  # the replica's bytes when the window starts
+    window_ms: float
+    points: list[list[float]]  # (ms from the window's start, bytes), min/max decimated
+    phases: list[list[Any]]  # (boundary's name, ms from the window's start)
 
 
 @dataclass(slots=True)
@@ -44,8 +83,8 @@ class Memory:
     plain_peak_bytes: int | None = None
     param_bytes: int | None = None  # this rank's parameters (a shard counts its local part)
     memory_windows: int | None = None  # windows the memory pass ran
-    timeline: Json | None = None  # the last window over time (engine.timeline): points, phases
-    plain_timeline: Json | None = None
+    timeline: Timeline | None = None  # the last window over time (engine.timeline)
+    plain_timeline: Timeline | None = None
     memray_flamegraph: str | None = None  # --memray: the flamegraph page, relative to the run
     memray_capture: str | None = None  # --keep-captures: memray's capture, relative to the run
     over_ranks: str | None = None  # "max": each figure the largest over ranks (distributed)
@@ -60,6 +99,8 @@ class Memory:
     plain_growth_windows: int | None = None
     plain_growth_readings: list[int] | None = None
     growth_measure: str | None = None  # what the footprint is: malloc, CUDA allocated or RSS
+
+    NESTED: ClassVar[dict[str, type]] = {"timeline": Timeline, "plain_timeline": Timeline}
 
 
 @dataclass(slots=True)
@@ -112,6 +153,17 @@ class ErrorFigures:
 
 
 @dataclass(slots=True)
+class CostMeasured:
+    """What the cost model is judged against: the case's reset phase and its paired cost per
+    window (the strategy's window less the plain loop's, pair by pair)."""
+
+    reset: Summary
+    paired_cost: Summary
+
+    NESTED: ClassVar[dict[str, type]] = {"reset": Summary, "paired_cost": Summary}
+
+
+@dataclass(slots=True)
 class CostModel:
     """The row's ``cost_model``: the prediction for this case against what its timed pairs
     measured (``benches.engine.figures.cost_figures``, ``engine.costmodel``)."""
@@ -119,9 +171,11 @@ class CostModel:
     counts: Json  # per window: launches, bytes, objects, visits, hook calls, drops, windows
     coefficients: Json  # seconds per counted thing, calibrated in this process
     predicted: Json  # reset_s, hooks_s, total_s and each term (reset_terms_s)
-    measured: Json  # reset (the reset phase) and paired_cost: stats.summarize's figures
+    measured: CostMeasured
     explained: bool | None = None  # the measured reset within the model's band
     flags: list[str] = dataclasses.field(default_factory=list)  # where they part, in words
+
+    NESTED: ClassVar[dict[str, type]] = {"measured": CostMeasured}
 
 
 @dataclass(slots=True)
@@ -190,13 +244,15 @@ class LoopRatio:
     estimate: str | None = None
     confidence: float | None = None
     method: str | None = None
-    plain: Json | None = None  # overhead: the plain window's stats.summarize
+    plain: Summary | None = None  # overhead: the plain loop's windows
     split_half: float | None = None  # overhead: |log| of the plain window's odd over even ones
     grad_sync: str | None = None  # grad_sync_vs_every: the flavour ...
     against: str | None = None  # ... and the one it is against
     setting: str | None = None  # settings_vs: the setting, the case's value and the other
     mine: Any = None
     other: Any = None
+
+    NESTED: ClassVar[dict[str, type]] = {"plain": Summary}
 
 
 # a row's field -> the record it holds (``records.Row.from_json`` builds them)

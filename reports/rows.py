@@ -11,7 +11,7 @@ from typing import Any
 
 from reports import stats
 from reports.records import Entry, Paired, RecordError, Row
-from reports.row_parts import GradCheck
+from reports.row_parts import GradCheck, Summary
 
 RESULTS = "results.jsonl"
 PHASES = ("reset", "forward", "backward", "update", "window", "sync")  # sync: DDP only
@@ -227,7 +227,9 @@ def pooled(rows: list[Row]) -> dict[tuple, Entry]:
             entry.samples = {
                 phase: [s for r in ok for s in r.samples.get(phase, [])] for phase in PHASES
             }
-            entry.phases = {p: stats.summarize(v) for p, v in entry.samples.items() if v}
+            entry.phases = {
+                p: Summary.of(stats.summarize(v)) for p, v in entry.samples.items() if v
+            }
             entry.overhead = paired_overhead(entry)
         out[key] = entry
     return out

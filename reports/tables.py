@@ -20,7 +20,7 @@ from reports.page_records import (
     TimelineLine,
 )
 from reports.records import Entry, Row
-from reports.row_parts import Collectives, GradCheck
+from reports.row_parts import Collectives, GradCheck, Summary
 from reports.rows import REFERENCE, memory_note, strategy_order
 from reports.verdict_records import VerdictFile
 
@@ -127,7 +127,7 @@ def core_overheads(entries: list[Entry]) -> list[CoreOverhead]:
                 k=e.k,
                 n=e.n,
                 native=e.phases["window"],
-                plain=stats.summarize(plain),
+                plain=Summary.of(stats.summarize(plain)),
                 overhead=result,
                 ok=targets.overhead_ok(result),
             )
@@ -193,7 +193,7 @@ def cost_table(entries: list[Entry], k: int) -> list[CostLine]:
         if not model:
             continue
         predicted = model.predicted
-        reset, paired = model.measured["reset"], model.measured["paired_cost"]
+        reset, paired = model.measured.reset, model.measured.paired_cost
         out.append(
             CostLine(
                 strategy=e.strategy,
@@ -203,7 +203,7 @@ def cost_table(entries: list[Entry], k: int) -> list[CostLine]:
                 reset=reset,
                 paired=paired,
                 reset_ratio=(
-                    reset["median_s"] / predicted["reset_s"] if predicted["reset_s"] else None
+                    reset.median_s / predicted["reset_s"] if predicted["reset_s"] else None
                 ),
                 explained=model.explained,
                 flags=model.flags,

@@ -30,7 +30,7 @@ def _entry(pooled, strategy: str, k: int, n: int) -> Entry | None:
 
 def _reset(pooled, strategy: str, k: int, n: int) -> float | None:
     entry = _entry(pooled, strategy, k, n)
-    return entry.phases.get("reset", {}).get("median_s") if entry else None
+    return entry.phases["reset"].median_s if entry and "reset" in entry.phases else None
 
 
 def _ratio(c: Comparison) -> str:

@@ -90,7 +90,7 @@ def test_compare_ignores_a_machine_twice_as_slow(tmp_path, how):
         window = line.window
         assert window.verdict not in ("lower", "higher"), (line.label, window)
         assert window.ratio == pytest.approx(1.0, abs=0.02)
-        medians = {p.phase: (p.a["median_s"], p.b["median_s"]) for p in line.phases}
+        medians = {p.phase: (p.a.median_s, p.b.median_s) for p in line.phases}
         assert medians["window"][1] / medians["window"][0] == pytest.approx(2.0, rel=0.03)
     if how == "the same samples":  # identical paired ratios: exactly no change, and same
         assert {line.window.verdict for line in result.lines} == {"same"}

@@ -76,10 +76,10 @@ def test_real_sweep_compared_with_itself_on_a_slower_machine(real_sweep, tmp_pat
             }
             out.write(json.dumps(row) + "\n")
     result = compare.comparison(real_sweep, b)
-    assert len(result["lines"]) == 2 * len(SWEEP_STRATEGIES)
-    for line in result["lines"]:
-        assert line["window"].ratio == pytest.approx(1.0, rel=1e-9)
-        assert line["window"].verdict not in ("lower", "higher"), line["window"]
+    assert len(result.lines) == 2 * len(SWEEP_STRATEGIES)
+    for line in result.lines:
+        assert line.window.ratio == pytest.approx(1.0, rel=1e-9)
+        assert line.window.verdict not in ("lower", "higher"), line.window
 
 
 @pytest.mark.slow  # a real sweep or subprocess of 7-60 s: nox -s slow (CI) runs it

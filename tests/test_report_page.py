@@ -209,11 +209,11 @@ def test_case_table_overheads_and_reset_slopes(tmp_path):
     core = {(o.k, o.n): o for o in report.overheads}
     assert sorted(core) == [(1, 0), (1, 10_000), (2, 0), (2, 10_000)]
     assert core[(1, 0)].overhead.ratio == pytest.approx(1.0, abs=0.01)
-    assert core[(1, 0)].plain["n"] == 30 and core[(1, 0)].overhead.processes == 3
+    assert core[(1, 0)].plain.n == 30 and core[(1, 0)].overhead.processes == 3
     slopes = {s.strategy: s for s in report.slopes}
     assert slopes["global"].slope_s == pytest.approx(1e-6)  # 10 ms per 10,000 tensors
     assert slopes["native"].slope_s == pytest.approx(0, abs=1e-15)
-    assert [p["live"] for p in slopes["global"].points] == [0, 10_000]
+    assert [p.live for p in slopes["global"].points] == [0, 10_000]
 
 
 def test_page_is_self_contained_with_every_section_and_chart(tmp_path):

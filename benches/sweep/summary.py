@@ -11,6 +11,7 @@ from rich.table import Table
 
 from reports import analysis
 from reports.page_records import CaseMemory, Page
+from reports.row_parts import Summary
 from reports.verdicts import ratio_text
 
 
@@ -76,7 +77,7 @@ def case_table(report: Page, directory: Path) -> Table:
     for column in columns:
         table.add_column(column, justify="left" if column in ("strategy", "status") else "right")
     for line in report.cases:
-        window = line.phases.get("window", {})
+        window = line.phases.get("window", Summary())
         vs = (line.vs_native or {}).get("window")
         memory = line.memory or CaseMemory()
         check = line.grad_check
@@ -87,7 +88,7 @@ def case_table(report: Page, directory: Path) -> Table:
             escape(line.strategy),  # a plugin's label is data, never markup
             str(line.k),
             f"{line.n:,}",
-            _ms(window.get("median_s")),
+            _ms(window.median_s),
             ratio_text(line.overhead),
             f"{ratio_text(vs)} {vs.verdict}" if vs else "-",
             _mib(memory.held_bytes),
@@ -116,7 +117,7 @@ def flavour_table(report: Page) -> Table:
             str(line.k),
             f"{line.n:,}",
             line.grad_sync,
-            _ms(line.window.get("median_s")),
+            _ms(line.window.median_s),
             f"{ratio_text(vs)} {vs.verdict}" if vs else "-",
             _count(collectives.reduce_scatter),
             _count(collectives.allreduce),
