@@ -51,7 +51,7 @@ def side(directory: Path) -> Side:
     run = runinfo.run_info(directory)
     ok = [r for r in rows if r.ok]
     first = first_row(rows)
-    env = {**run.env, **first.env}
+    env = runinfo.environment(run, first)
     cases: dict[tuple, Entry] = {}
     failed = []
     for entry in pooled(rows).values():

@@ -284,7 +284,8 @@ class Row:
         return build(cls, data, what)
 
     def to_json(self) -> dict[str, Any]:
-        """The row's JSON object, as the engine wrote it (each part's keys with it)."""
+        """The row's JSON object: every field of the row and of its parts, with the engine's
+        keys (a field the engine did not write is null)."""
         return {name: part_to_json(getattr(self, name)) for name in field_names(Row)}
 
     @property

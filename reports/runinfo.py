@@ -78,7 +78,7 @@ def the_run(directory: Path, rows: list[Row], run: RunFile) -> TheRun:
         has_sync=any("sync" in r.phases for r in ok_rows),
         run=run,
         sweep=run.sweep,
-        env={**run.env, **first.env},
+        env=environment(run, first),
         first=first,
         rows=len(rows),
         ok_rows=len(ok_rows),
@@ -93,6 +93,12 @@ def the_run(directory: Path, rows: list[Row], run: RunFile) -> TheRun:
         pytest_benchmark=_pytest_benchmark(directory),
         results=RESULTS,
     )
+
+
+def environment(run: RunFile, first: Row) -> dict[str, Any]:
+    """The run's machine and commit: run.json's, with the first row's over it (the row was
+    measured; run.json says where the sweep started)."""
+    return {**run.env, **first.env}
 
 
 def wall_time(rows: list[Row]) -> Wall:

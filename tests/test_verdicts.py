@@ -12,6 +12,7 @@ from synthetic import entry as entry_of
 
 from reports import stats, verdicts
 from reports.records import Paired
+from reports.row_parts import Summary
 from reports.verdict_records import FLIP, Comparison
 
 
@@ -132,7 +133,7 @@ def _row(strategy, k, ratio, split=0.01, pressure=0.0, rnd=0):
 def _entry(rows):
     first = rows[0]
     case = entry_of(first["strategy"], rows, k=first["accumulate"])
-    case.phases = {"window": {}}
+    case.phases = {"window": Summary()}
     return case
 
 
