@@ -267,14 +267,8 @@ class Row:
         if isinstance(data, dict):
             data = {k: v for k, v in data.items() if not (k in cls.OBJECTS and v is None)}
             for key, kind in PARTS.items():
-                value = data.get(key)
-                if value is not None and not isinstance(value, dict):
-                    kind = type(value).__name__
-                    raise RecordError(
-                        f"{what}: field {key!r} is a {kind}; valid: an object or null"
-                    )
-                if value is not None:
-                    data[key] = part(kind, value, f"{what}: field {key!r}")
+                if data.get(key) is not None:  # ``build`` refuses one that is not an object
+                    data[key] = part(kind, data[key], f"{what}: field {key!r}")
             phases = data.get("phases")
             if isinstance(phases, dict):
                 data["phases"] = {
