@@ -111,10 +111,12 @@ def render_charts(report: Page) -> dict[str, str | None]:
     return out
 
 
-def build(directory: str | Path) -> Path:
-    """Write DIR/index.html from DIR/results.jsonl (and run.json, pytest-benchmark.json)."""
+def build(directory: str | Path, report: Page | None = None) -> Path:
+    """Write DIR/index.html from DIR/results.jsonl (and run.json, pytest-benchmark.json), or
+    from ``report``, the page ``analysis.report`` already made of DIR."""
     directory = Path(directory)
-    report = analysis.report(directory)
+    if report is None:
+        report = analysis.report(directory)
     report.verdicts_json.write(directory)  # first: the HTML shows what this file says
     title = f"zerograd sweep {report.run.run_id or directory.name}"
     details = {"sweep": report.sweep, "env": report.env}

@@ -234,15 +234,17 @@ def spend_budget(sweep, run_id, git, server, progress, task, state, started) -> 
 def finish(sweep: Sweep, console, failed: int, interrupted: bool) -> int:
     from benches.sweep import summary
 
-    report = None
+    report = page = None
     try:
+        from reports.analysis import report as analyse
         from reports.build import build
 
-        report = build(sweep.out)
+        page = analyse(sweep.out)  # once: the page and the terminal tables say the same
+        report = build(sweep.out, page)
     except Exception as err:  # the rows are safe; say why the page is missing
         console.print(f"[red]report not written[/red]: {escape(f'{type(err).__name__}: {err}')}")
     try:
-        summary.print_summary(sweep.out)
+        summary.print_summary(sweep.out, report=page)
     except Exception as err:
         console.print(f"[red]summary not printed[/red]: {escape(f'{type(err).__name__}: {err}')}")
     print(f"results: {sweep.out / results.RESULTS}")

@@ -27,10 +27,14 @@ def _count(n: float | None) -> str:
     return "-" if n is None else str(n)
 
 
-def print_summary(directory: Path, console: Console | None = None) -> None:
+def print_summary(
+    directory: Path, console: Console | None = None, report: Page | None = None
+) -> None:
+    """The terminal tables of DIR's page (``report``, when the caller has made it already)."""
     # rich truncates numbers at 80 columns when output goes to a pipe or a CI log: use 140
     console = console or Console(width=None if sys.stdout.isatty() else 140)
-    report = analysis.report(directory)
+    if report is None:
+        report = analysis.report(directory)
     judged = report.verdicts
     console.print(case_table(report, directory))
     if report.flavours:
