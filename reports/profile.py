@@ -170,10 +170,15 @@ def trace_of(entry: Entry) -> str | None:
     return (row.profile.trace or None) if row else None
 
 
+def kept(directory: Path, trace: str | None) -> bool:
+    """Whether a row's trace file is still beside the report."""
+    return bool(trace) and (directory / trace).is_file()
+
+
 def with_traces(directory: Path, lines: list[CaseLine]) -> list[CaseLine]:
     """The case table's lines, each saying whether its trace is beside the report."""
     for line in lines:
-        line.trace_present = bool(line.trace) and (directory / line.trace).is_file()
+        line.trace_present = kept(directory, line.trace)
     return lines
 
 
@@ -189,7 +194,7 @@ def case_profile(directory: Path, entry: Entry) -> CaseProfile | None:
         k=entry.k,
         n=entry.n,
         trace=trace,
-        trace_present=bool(trace) and (directory / trace).is_file(),
+        trace_present=kept(directory, trace),
         trace_bytes=figures.trace_bytes,
         trace_note=figures.trace_note,
         ranks_note=figures.ranks_note,

@@ -6,6 +6,7 @@ from __future__ import annotations
 from reports import rows, verdicts
 from reports.page_records import Target
 from reports.records import Entry, Paired
+from reports.row_parts import GradCheck
 from reports.verdict_records import Comparison, VerdictFile
 
 OVERHEAD_MAX, OVERHEAD_CI_MAX = 1.03, 1.05
@@ -103,7 +104,7 @@ def _strategies(pooled, judged, k: int, ns: list[int]) -> list[Target]:
 
 def _gradient_checks(entries) -> list[Target]:
     """Every precision's cases (the tables show one): a line per precision, its tolerances."""
-    by_precision: dict[str, list[tuple[dict, list]]] = {}
+    by_precision: dict[str, list[tuple[Entry, list[GradCheck]]]] = {}
     for e in entries:
         found = [r.grad_check for r in e.rows if r.grad_check]
         if found:
