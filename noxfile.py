@@ -92,8 +92,10 @@ def bench_args(
 
 
 def bench_env(args: list[str], preset: str | None) -> dict[str, str]:
-    """The sweep's --preset and --workload, for the pytest-benchmark suites."""
+    """The sweep's --preset, --workload and --quick, for the pytest-benchmark suites."""
     env = {"ZEROGRAD_BENCH_PRESET": preset} if preset else {}
+    if "--quick" in args:  # the answer's cases only (benches/test_bench_strategies.py)
+        env["ZEROGRAD_BENCH_QUICK"] = "1"
     for i, arg in enumerate(args):
         if arg == "--workload" and i + 1 < len(args):
             env["ZEROGRAD_BENCH_WORKLOAD"] = args[i + 1]
@@ -116,7 +118,9 @@ def sweep_setup(session: nox.Session) -> tuple[list[str], str, str | None]:
 
 @nox.session(python=PYTHON, reuse_venv=True, default=False)
 def bench(session: nox.Session) -> None:
-    """The main job: pytest-benchmark suites, then the sweep with memray; prints the report."""
+    """The main job: pytest-benchmark suites, then the sweep with memray; prints the report.
+
+    `nox -s bench -- --quick`: the suites' answer cases only, then the sweep's --quick."""
     args, out, preset = sweep_setup(session)
     session.run(
         "python",

@@ -8,7 +8,8 @@ computed without any strategy. The order of the benchmarks is shuffled per sessi
 preset (default tiny; ``nox -s bench -- --preset X`` sets it to the sweep's preset),
 ZEROGRAD_BENCH_WORKLOAD the workload (MODULE:FACTORY, workloads/protocol.py; ``nox -s bench --
 --workload X`` sets it), and ZEROGRAD_BENCH_THREADS the torch threads (default 1: steady on a
-shared machine).
+shared machine). ZEROGRAD_BENCH_QUICK=1 (``nox -s bench -- --quick``) keeps the answer's cases
+only: windows at K=1 in fp32, resets at N=0.
 """
 
 from __future__ import annotations
@@ -30,6 +31,10 @@ WORKLOAD = os.environ.get("ZEROGRAD_BENCH_WORKLOAD", protocol.DEFAULT)
 THREADS = int(os.environ.get("ZEROGRAD_BENCH_THREADS", "1"))
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 ROUNDS = 10
+QUICK = os.environ.get("ZEROGRAD_BENCH_QUICK", "") == "1"
+ACCUMULATE = [1] if QUICK else [1, 4]
+PRECISIONS = ["fp32"] if QUICK else ["fp32", "bf16"]
+LIVE_TENSORS = [0] if QUICK else [0, 100_000]
 # fp32: summation order alone moves a gradient by a few ulps; CUDA kernels reorder more
 TOLERANCE = {"rtol": 1e-4, "atol": 1e-6} if DEVICE == "cuda" else {"rtol": 1e-5, "atol": 1e-6}
 
@@ -98,8 +103,8 @@ def _extra(benchmark, workload: Workload, strategy: str, **more) -> None:
 
 
 @pytest.mark.benchmark(group="window")
-@pytest.mark.parametrize("precision", ["fp32", "bf16"])
-@pytest.mark.parametrize("accumulate", [1, 4])
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("accumulate", ACCUMULATE)
 @pytest.mark.parametrize("strategy", strategies.available())
 def test_window(benchmark, build, strategy, accumulate, precision):
     """reset + K forward/backward + update: one whole window (bf16: bf16 weights and .grad)."""
@@ -136,7 +141,7 @@ def test_window(benchmark, build, strategy, accumulate, precision):
 
 
 @pytest.mark.benchmark(group="reset")
-@pytest.mark.parametrize("live_tensors", [0, 100_000])
+@pytest.mark.parametrize("live_tensors", LIVE_TENSORS)
 @pytest.mark.parametrize("strategy", strategies.available())
 def test_reset(benchmark, build, strategy, live_tensors):
     """The strategy's reset hook alone (window start), after a window filled the gradients."""

@@ -207,3 +207,19 @@ def test_benchmark_order_is_the_seeded_shuffle():
     random.Random(3).shuffle(expected)
     assert collected() == expected
     assert collected(seed="4") != fixed
+
+
+def test_quick_shortens_the_benchmark_suites():
+    assert noxfile.bench_env(["--quick", "--out", "D"], None) == {"ZEROGRAD_BENCH_QUICK": "1"}
+    assert noxfile.bench_env(["--out", "D"], "tiny") == {"ZEROGRAD_BENCH_PRESET": "tiny"}
+
+
+def test_quick_suites_keep_the_answer_cases_only():
+    listed = subprocess.run(
+        [sys.executable, "-m", "pytest", "benches/test_bench_strategies.py", "--collect-only",
+         "-q", "-p", "no:cacheprovider"],
+        cwd=ROOT, capture_output=True, text=True, env={**os.environ, "ZEROGRAD_BENCH_QUICK": "1"},
+    )  # fmt: skip
+    ids = [line for line in listed.stdout.splitlines() if "::" in line]
+    assert ids and all("-4-" not in i and "bf16" not in i and "100000" not in i for i in ids)
+    assert any("test_window" in i for i in ids) and any("test_reset" in i for i in ids)

@@ -14,7 +14,7 @@ from typing import Any
 from benches.engine import bound, gradients, memory, training
 from benches.engine.growth import GROWTH_WINDOWS
 from benches.engine.spec import OPTION, SWEEP_IDENTITY, parse_options
-from benches.sweep.options import DEFAULT_BUDGET
+from benches.sweep.options import DEFAULT_ACCUMULATE, DEFAULT_BUDGET, DEFAULT_LIVE_TENSORS, QUICK
 from benches.sweep.outdir import UsageError, output_dir
 from benches.sweep.values import fraction, int_list, int_value, seconds
 from benches.workloads import protocol
@@ -42,7 +42,8 @@ EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b")
 def rounds_and_budget(args: argparse.Namespace) -> tuple[int, float]:
     """--rounds R (exactly R, no budget) or --budget SECONDS (rounds added until decided)."""
     rounds = int_value("--rounds", args.rounds, 1) if args.rounds is not None else 1
-    budget = seconds("--budget", args.budget, DEFAULT_BUDGET)
+    default = float(QUICK["budget"]) if getattr(args, "quick", False) else DEFAULT_BUDGET
+    budget = seconds("--budget", args.budget, default)
     if args.rounds is not None and args.budget is not None and budget > 0:
         raise UsageError(
             "--budget adds rounds until the verdicts are decided, --rounds R runs exactly R: "
@@ -106,6 +107,7 @@ class Sweep:
     budget: float = 0.0  # seconds for the whole sweep; > 0: rounds added while verdicts are open
     looks: int = 1  # how often the sweep may look at its verdicts (each held to ALPHA / looks)
     rotate: bool = True  # added rounds: a group's strategies share a process (engine.rotation)
+    quick: bool = False  # --quick: its defaults (options.QUICK); the report says what it missed
 
 
 def resolve(args: argparse.Namespace) -> Sweep:
@@ -115,8 +117,8 @@ def resolve(args: argparse.Namespace) -> Sweep:
     names = strategy_names(args)
     recipe = recipe_settings(args)
 
-    accumulate = int_list("--accumulate", args.accumulate, 1)
-    live = int_list("--live-tensors", args.live_tensors, 0)
+    accumulate = int_list("--accumulate", swept(args, "accumulate", DEFAULT_ACCUMULATE), 1)
+    live = int_list("--live-tensors", swept(args, "live_tensors", DEFAULT_LIVE_TENSORS), 0)
     repeat = int_value("--repeat", args.repeat, 1)
     warmup = int_value("--warmup", args.warmup, 0)
     rounds, budget = rounds_and_budget(args)
@@ -165,10 +167,19 @@ def resolve(args: argparse.Namespace) -> Sweep:
         keep_captures=args.keep_captures,
         profile=args.profile,
         control=control,
+        quick=getattr(args, "quick", False),
     )
     if args.resume:
         same_settings(sweep)
     return sweep
+
+
+def swept(args: argparse.Namespace, name: str, default: str) -> str:
+    """An axis's values as given, else --quick's default, else the sweep's."""
+    given = getattr(args, name)
+    if given is not None:
+        return given
+    return QUICK[name] if getattr(args, "quick", False) else default
 
 
 # options whose empty value would silently become the default: refused where they are parsed

@@ -13,6 +13,11 @@ from reports.verdicts import DEFAULT_MIN_EFFECT
 
 DEFAULT_REPEAT = 8  # pairs: with the control processes, the default sweep fits 15 min on 2 cores
 DEFAULT_BUDGET = 900.0  # seconds: the default sweep on a 2-core CPU within 15 min
+DEFAULT_ACCUMULATE = "1,4"
+DEFAULT_LIVE_TENSORS = "0,100000"
+# --quick: defaults only (a flag given explicitly wins): the answer's K and N, every strategy,
+# a budget that gives a first answer, sweep and report, in about 3 minutes on a 2-core CPU
+QUICK = {"accumulate": "1", "live_tensors": "0", "budget": "150"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -30,6 +35,13 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", parser_class=_Parser)
     run = commands.add_parser("run", help="run a sweep of strategies on the reference workload")
     sweep_options(run)
+    run.add_argument(
+        "--quick",
+        action="store_true",
+        help="a first answer in minutes: defaults of --accumulate "
+        f"{QUICK['accumulate']}, --live-tensors {QUICK['live_tensors']} and --budget "
+        f"{QUICK['budget']} (every strategy); a flag given explicitly wins, --rounds R included",
+    )
     case = commands.add_parser(
         "case",
         help="one case in this process (e.g. a rank of torchrun across machines): the sweep's "
@@ -56,8 +68,16 @@ def sweep_options(run: argparse.ArgumentParser) -> None:
     )
     run.add_argument("--preset", help="tiny|small|base|big (default: tiny on CPU, base on CUDA)")
     run.add_argument("--device", default="auto", help="auto|cpu|cuda (default: auto)")
-    run.add_argument("--accumulate", default="1,4", help="K[,K...] micro-batches per window")
-    run.add_argument("--live-tensors", default="0,100000", help="N[,N...] unrelated live tensors")
+    run.add_argument(
+        "--accumulate",
+        help=f"K[,K...] micro-batches per window (default {DEFAULT_ACCUMULATE}; --quick: "
+        f"{QUICK['accumulate']})",
+    )
+    run.add_argument(
+        "--live-tensors",
+        help=f"N[,N...] unrelated live tensors (default {DEFAULT_LIVE_TENSORS}; --quick: "
+        f"{QUICK['live_tensors']})",
+    )
     run.add_argument(
         "--precision",
         default="fp32",
@@ -103,7 +123,8 @@ def sweep_options(run: argparse.ArgumentParser) -> None:
         "--budget",
         help=f"seconds the sweep may take in all: after the first round it adds time-only "
         f"processes, round by round in shuffled order, to the groups whose strategy "
-        f"comparisons are still unclear (default {DEFAULT_BUDGET:g}; 0: no rounds added)",
+        f"comparisons are still unclear (default {DEFAULT_BUDGET:g}; --quick: "
+        f"{QUICK['budget']}; 0: no rounds added)",
     )
     run.add_argument(
         "--no-rotate",
