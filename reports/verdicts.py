@@ -1,38 +1,18 @@
 """Paired ratios into verdict words: ``lower``, ``higher``, ``same`` or ``unclear``.
 
-Time. Every case's process pairs each strategy window with a plain-loop window; the process's
-figure is the log of its paired overhead (the trimmed mean of its pairs' log ratios). Processes
-of one and the same case differ by more than their pairs say (which replica was built first,
-where tensors landed, thread placement), so a comparison is made of process figures, never of
-pairs pooled across processes:
+The rule is written once, in docs/method.md ("The verdict rule"); ``RULE`` and ``NOISE_METHOD``
+below are its one-line forms that verdicts.json and the pages carry. This module is the only
+place a verdict is decided:
 
-- strategy a against b in one group (the cases that run the same loop: K, N, precision,
-  grad_sync, recipe, ranks): the difference of their mean process figures, with one Student-t
-  interval whose variance is that of a process figure, which holds both the pairs' uncertainty
-  and the process's own offset. Each side's own variance (Welch-Satterthwaite df) when both have
-  ``stats.OWN_VARIANCE_PROCESSES`` processes; otherwise the group's between-process variance,
-  pooled over its strategies with two or more processes, with its df. A group without any df
-  borrows the variance pooled over the groups with the same settings but other K and N, and
-  says which (``pooled_from``); one that cannot borrow has no time verdict but ``unclear``.
-- the error rate is controlled over the sweep: every time comparison's p-value (t-test of
-  ratio 1) is adjusted together (Benjamini-Hochberg, ``q``), and ``higher``/``lower`` need
-  q < 0.05 and the estimate beyond min_effect; ``same`` needs the 90% interval inside
-  [1 / (1 + min_effect), 1 + min_effect] (two one-sided tests at 5%); otherwise ``unclear``.
-  No margin is added on top of the interval.
-- each group reports its resolution: the half-width of the 95% interval of a comparison of two
-  of its strategies (at its processes per strategy), never below min_effect: a true difference
-  that large is called about half the time, a larger one more often.
-
-Memory figures are exact (bytes counted from storages, or a tracker's peak), so they have no CI:
-equal is ``same``, a difference within min_effect of the larger is ``same``, one beyond both
-min_effect and the memory floor is ``lower``/``higher``, one in between ``unclear``. The memory
-floor of a group is measured too: the largest relative spread of one figure between processes
-that ran the same loop (the plain loop beside every case, and each case run in several
-processes). On one CPU process it is 0 (memray's peak repeats to the byte); with ranks, gloo's
-threads allocate on their own schedule and a peak can move between identical processes.
-
-``decide`` (a CI against a margin) is the rule of the history page and the micro-benchmarks,
-whose figures are not process figures of a sweep.
+- ``group_key``: the cases that run the same loop (K, N, precision, grad_sync, recipe, ranks);
+- ``noise``: the variance between processes per group, the borrowing rule (``pooled_from``) and
+  the resolution;
+- ``strategy_comparisons``, ``loop_verdicts``: process figures into comparisons (unpaired, or
+  paired where strategies shared ``stats.OWN_VARIANCE_PROCESSES`` or more processes);
+- ``decide_time`` (Benjamini-Hochberg over the sweep, alpha / looks) and ``judge``: the words;
+  memory's exact rule beside them;
+- ``decide`` (a CI against a margin): the rule of the history page and the micro-benchmarks,
+  whose figures are not process figures of a sweep.
 """
 
 from __future__ import annotations
