@@ -22,7 +22,7 @@ from pathlib import Path
 
 from reports.records import RUN
 from reports.rows import RESULTS
-from reports.verdict_records import VERDICTS
+from reports.verdict_records import VERDICTS, Verdict
 from reports.verdicts import DEFAULT_MIN_EFFECT
 
 PROG = "python -m reports"
@@ -225,7 +225,10 @@ def run_history(args: argparse.Namespace) -> int:
     counts = shown["counts"]
     print(
         f"{len(shown['steps'])} steps over {len(shown['commits'])} commits: "
-        + ", ".join(f"{counts[w]} {w}" for w in ("higher", "lower", "same", "unclear"))
+        + ", ".join(
+            f"{counts[w]} {w}"
+            for w in (Verdict.HIGHER, Verdict.LOWER, Verdict.SAME, Verdict.UNCLEAR)
+        )
     )
     print(page)
     return 0

@@ -7,7 +7,7 @@ from reports import rows, verdicts
 from reports.page_records import Target
 from reports.records import Entry, Paired
 from reports.row_parts import GradCheck
-from reports.verdict_records import Comparison, VerdictFile
+from reports.verdict_records import Comparison, Verdict, VerdictFile
 
 OVERHEAD_MAX, OVERHEAD_CI_MAX = 1.03, 1.05
 GLOBAL_GROWTH_MIN, BLOCK_GROWTH_MAX = 1.5, 1.2
@@ -69,7 +69,7 @@ def _strategies(pooled, judged, k: int, ns: list[int]) -> list[Target]:
                 target=f"lazy window / block window, paired ratios (K={k}, N={ns[0]})",
                 value=_ratio(lazy),
                 limit="verdict not 'higher': lazy is never slower than block",
-                ok=lazy.verdict != "higher",
+                ok=lazy.verdict != Verdict.HIGHER,
             )
         )
     if len(ns) < 2:
@@ -81,7 +81,7 @@ def _strategies(pooled, judged, k: int, ns: list[int]) -> list[Target]:
                 target=f"global window / block window at N={ns[-1]:,} (K={k})",
                 value=_ratio(hazard),
                 limit="verdict 'higher': the djl #2101 hazard is found",
-                ok=hazard.verdict == "higher",
+                ok=hazard.verdict == Verdict.HIGHER,
             )
         )
     for name, bound, sense in (

@@ -16,6 +16,7 @@ records are in ``reports.verdicts`` (words), ``reports.leaks`` (growth) and ``re
 from __future__ import annotations
 
 import dataclasses
+import enum
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,8 +27,33 @@ from reports.records import Paired, RecordError, build, field_names, write_json
 VERDICTS_SCHEMA_VERSION = 1  # of verdicts.json and compare.json (rows: rows.SCHEMA_VERSION)
 VERDICTS = "verdicts.json"
 COMPARE = "compare.json"
-WORDS = ("lower", "higher", "same", "unclear")
-FLIP = {"lower": "higher", "higher": "lower", "same": "same", "unclear": "unclear"}
+
+
+class Verdict(enum.StrEnum):
+    """A comparison's word: the same string in the JSON files and on the pages."""
+
+    LOWER = "lower"
+    HIGHER = "higher"
+    SAME = "same"
+    UNCLEAR = "unclear"
+
+    @property
+    def mirrored(self) -> Verdict:
+        """The word of b against a."""
+        return {Verdict.LOWER: Verdict.HIGHER, Verdict.HIGHER: Verdict.LOWER}.get(self, self)
+
+    @classmethod
+    def read(cls, value: Any, what: str) -> Verdict:
+        """A word from a file; anything else is a one-line RecordError naming the valid ones."""
+        try:
+            return cls(value)
+        except ValueError:
+            raise RecordError(
+                f"{what}: verdict {value!r} is not a verdict; valid: {', '.join(WORDS)}"
+            ) from None
+
+
+WORDS = tuple(Verdict)  # lower, higher, same, unclear
 
 
 # -- comparisons ----------------------------------------------------------------------------------
@@ -58,7 +84,7 @@ class Comparison:
     ci_low: float | None = None  # the 95% interval (bounds where confidence is None)
     ci_high: float | None = None
     significant: bool = False  # time: q < alpha over the sweep; memory: the figures differ
-    verdict: str = "unclear"  # lower, higher, same or unclear (records.WORDS)
+    verdict: Verdict = Verdict.UNCLEAR
     confidence: float | None = None
     method: str | None = None  # how the interval (or the exact figure) was made
     # a time comparison's test: the log estimate, its standard error and df, p (t-test of
@@ -100,7 +126,7 @@ class Comparison:
             ratio=inv(self.ratio),
             ci_low=inv(self.ci_high),
             ci_high=inv(self.ci_low),
-            verdict=FLIP[self.verdict],
+            verdict=self.verdict.mirrored,
         )
 
     def test(self) -> dict[str, Any]:
@@ -131,7 +157,9 @@ class Comparison:
     @classmethod
     def from_json(cls, data: Any, what: str = "a comparison") -> Self:
         """Every key ``to_json`` always writes must be there (a verdict is never defaulted)."""
-        return build(cls, data, what, (*HEAD, "noisy", *cls.EXTRA))
+        made = build(cls, data, what, (*HEAD, "noisy", *cls.EXTRA))
+        made.verdict = Verdict.read(made.verdict, what)
+        return made
 
     EXTRA: ClassVar[tuple[str, ...]] = ()  # the subclass's keys, always written
 

@@ -34,6 +34,7 @@ from reports.verdict_records import (
     ErrorControl,
     GroupNoise,
     LoopComparison,
+    Verdict,
     VerdictFile,
 )
 
@@ -64,19 +65,19 @@ MEMORY_METHOD = (
 )
 
 
-def decide(low: float | None, high: float | None, min_effect: float, floor: float) -> str:
+def decide(low: float | None, high: float | None, min_effect: float, floor: float) -> Verdict:
     """The verdict word of a ratio's CI."""
     if low is None or high is None or math.isnan(low) or math.isnan(high):
-        return "unclear"
+        return Verdict.UNCLEAR
     # symmetric on the log scale, so a / b and b / a always get mirrored words
     threshold = max(min_effect, floor)
     if low > 1 + threshold:
-        return "higher"
+        return Verdict.HIGHER
     if high < 1 / (1 + threshold):
-        return "lower"
+        return Verdict.LOWER
     if low >= 1 / (1 + min_effect) and high <= 1 + min_effect:
-        return "same"
-    return "unclear"
+        return Verdict.SAME
+    return Verdict.UNCLEAR
 
 
 def decide_exact(
@@ -90,17 +91,17 @@ def decide_exact(
             "ci_low": None,
             "ci_high": None,
             "significant": False,
-            "verdict": "unclear",
+            "verdict": Verdict.UNCLEAR,
             "method": MEMORY_METHOD,
         }
     ratio = a / b if b else None
     larger = max(a, b)
     if a == b or abs(a - b) <= min_effect * larger:
-        verdict = "same"
+        verdict = Verdict.SAME
     elif abs(a - b) <= floor * larger:
-        verdict = "unclear"
+        verdict = Verdict.UNCLEAR
     else:
-        verdict = "higher" if a > b else "lower"
+        verdict = Verdict.HIGHER if a > b else Verdict.LOWER
     return {
         "ratio": ratio,
         "ci_low": None,
@@ -215,19 +216,19 @@ def noise(entries: list[Entry], min_effect: float) -> dict[tuple, GroupNoise]:
     return out
 
 
-def judge(c: Comparison, min_effect: float, alpha: float = stats.ALPHA) -> str:
+def judge(c: Comparison, min_effect: float, alpha: float = stats.ALPHA) -> Verdict:
     """The word of a time comparison whose q (FDR-adjusted p) is known: ``higher``/``lower``
     when significant over the sweep (q < alpha) and the estimate beyond min_effect; ``same``
     when the 90% interval lies inside 1 +- min_effect (two one-sided tests at 5%); else
     ``unclear``."""
     if c.log is None or c.ci_low is None:
-        return "unclear"
+        return Verdict.UNCLEAR
     margin = math.log1p(min_effect)
     if c.q is not None and c.q < alpha and abs(c.log) > margin:
-        return "higher" if c.log > 0 else "lower"
+        return Verdict.HIGHER if c.log > 0 else Verdict.LOWER
     if math.log(c.ci90_low) >= -margin and math.log(c.ci90_high) <= margin:
-        return "same"
-    return "unclear"
+        return Verdict.SAME
+    return Verdict.UNCLEAR
 
 
 def decide_time(comparisons: list[Comparison], min_effect: float, looks: int = 1) -> None:

@@ -13,7 +13,7 @@ from synthetic import entry as entry_of
 from reports import stats, verdicts
 from reports.records import Paired
 from reports.row_parts import Summary
-from reports.verdict_records import FLIP, Comparison
+from reports.verdict_records import Comparison, Verdict
 
 
 @pytest.mark.parametrize(
@@ -74,7 +74,7 @@ def test_identical_processes_give_ratio_one_between_them():
 def test_the_verdict_rule(low, high, floor, word):
     assert verdicts.decide(low, high, 0.02, floor) == word
     # a / b and b / a always get mirrored words, whatever order the names sort in
-    assert verdicts.decide(1 / high, 1 / low, 0.02, floor) == FLIP[word]
+    assert verdicts.decide(1 / high, 1 / low, 0.02, floor) == Verdict(word).mirrored
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,7 @@
 """The budget's plan: which groups still have an ``unclear`` comparison on time, the
 time-only processes of an added round (a group's strategies rotated in one process,
 ``engine.rotation``), and how long each kind of process is expected to take. The sweep
-(``cli.spend_budget``) runs them."""
+(``cli.SweepRun.spend_budget``) runs them."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import time
 from benches.engine import results
 from benches.engine.spec import CaseSpec
 from benches.sweep.arguments import Sweep
+from reports.verdict_records import Verdict
 
 
 def process_started() -> float:
@@ -45,7 +46,7 @@ def open_groups(sweep: Sweep) -> tuple[set[tuple], int]:
 
     entries = list(pooled(results.read(sweep.out)).values())
     judged = verdicts.verdicts(entries, sweep.min_effect, sweep.looks)
-    unclear = [c for c in judged.comparisons if c.timed and c.verdict == "unclear"]
+    unclear = [c for c in judged.comparisons if c.timed and c.verdict == Verdict.UNCLEAR]
     groups = {(c.k, c.n, c.case["grad_sync"], c.case["precision"]) for c in unclear}
     return groups, len(unclear)
 
