@@ -404,3 +404,18 @@ def test_a_collector_dropped_without_close_leaves_no_prehook_count():
         del collector, model
         gc.collect()
     assert before == _hooks._LIVE
+
+
+def test_a_collector_has_all_that_a_strategy_reads_of_it():
+    """strategies.base.Collected names what a strategy may read; the collector has each."""
+    from strategies.base import Collected
+
+    collector = strategies.GradientCollector(torch.nn.Linear(2, 2), grad_req={"bias": "null"})
+    assert set(Collected.__annotations__) == {
+        "params", "named_params", "null_params", "grad_req", "module", "ddp", "fsdp",
+    }  # fmt: skip
+    for name in Collected.__annotations__:
+        assert hasattr(collector, name), name
+    assert [n for n, _ in collector.named_params] == ["weight"]
+    assert collector.null_params[0] is collector.module.bias
+    collector.close()
