@@ -20,6 +20,7 @@ from pathlib import Path
 from rich.markup import escape
 
 from benches.engine import envinfo, results
+from benches.engine.spec import CaseSpec
 from benches.sweep import zygote
 from benches.sweep.arguments import (
     CONTROL_PROCESSES,
@@ -37,9 +38,9 @@ from benches.sweep.budget import (
     round_specs,
     wall_kind,
 )
-from benches.sweep.launch import case_env, run_one
 from benches.sweep.options import build_parser
 from benches.sweep.outdir import DEFAULT_RUNS
+from benches.sweep.places import Local, Place
 from benches.sweep.plan import cases
 from reports.records import RUN, RunFile
 from reports.rows import case_key
@@ -149,86 +150,117 @@ def sweep_main(sweep: Sweep) -> int:
         TimeRemainingColumn(),
     )
     fresh = os.environ.get(zygote.FRESH) or not (todo or sweep.budget)
-    server = None if fresh else zygote.Zygote(case_env(), envinfo.ROOT)
-    state = {"failed": 0, "interrupted": False}
+    place = Local(sweep.timeout, fork_server=not fresh)
     try:
         with Progress(*columns, console=console, transient=False) as progress:
-            task = progress.add_task("sweep", total=len(todo))
-            run_cases(todo, sweep, server, progress, task, state)
-            if sweep.budget and not state["interrupted"]:
-                spend_budget(sweep, run_id, git, server, progress, task, state, started)
+            run = SweepRun(sweep, run_id, git, place, progress, started)
+            run.run_cases(todo)
+            if sweep.budget and not run.interrupted:
+                run.spend_budget()
     finally:
-        if server is not None:
-            server.close()
-    return finish(sweep, console, state["failed"], state["interrupted"])
+        place.close()
+    return finish(sweep, console, run.failed, run.interrupted)
 
 
-def run_cases(specs, sweep: Sweep, server, progress, task, state: dict, deadline=None) -> None:
-    """Each case in its own process, its row appended at once; a failure is one line (its text
-    is data, never markup). Stops at Ctrl-C, or before a case that would pass ``deadline``
-    (a case is expected to cost the median wall time of the time-only processes so far)."""
-    walls = state.setdefault("time_only_walls", {})
-    for spec in specs:
-        expected = expected_wall(walls, spec)
-        if deadline is not None and time.monotonic() + expected > deadline:
-            return
-        progress.update(task, description=escape(f"{spec.case_id:<40}"))
+class SweepRun:
+    """One sweep in progress: its run id and git state, where its processes run (``place``),
+    its progress bar, its failures, whether it was interrupted, the time-only processes' walls
+    by kind, and when its command started (the budget's clock). Its methods run cases and
+    spend the budget; the sweep is the one writer of its rows."""
+
+    def __init__(self, sweep: Sweep, run_id: str, git: dict, place: Place, progress, started):
+        self.sweep, self.run_id, self.git = sweep, run_id, git
+        self.place = place
+        self.progress = progress
+        self.task = progress.add_task("sweep", total=0)
+        self.started = started
+        self.failed = 0
+        self.interrupted = False
+        self.walls: dict[tuple, list[float]] = {}  # time-only processes' walls, by kind
+
+    def run_cases(self, specs: list[CaseSpec], deadline: float | None = None) -> None:
+        """Each case in its own process, at most ``place.capacity`` in flight, each row
+        appended as its process finishes; a failure is one line (its text is data, never
+        markup). Stops at Ctrl-C, or submits no case that would pass ``deadline`` (a case is
+        expected to cost what time-only processes of its kind took so far)."""
+        self.progress.update(self.task, total=self.progress.tasks[0].total + len(specs))
+        queue, in_flight = list(specs), 0
         try:
-            rows = run_one(spec, sweep.timeout, server)
-            for row in rows:
-                results.append(sweep.out, row)
+            while queue or in_flight:
+                while queue and in_flight < self.place.capacity:
+                    spec = queue.pop(0)
+                    expected = expected_wall(self.walls, spec)
+                    if deadline is not None and time.monotonic() + expected > deadline:
+                        queue = []  # the rest would end past the deadline
+                        break
+                    self.progress.update(self.task, description=escape(f"{spec.case_id:<40}"))
+                    self.place.submit(spec)
+                    in_flight += 1
+                if not in_flight:
+                    return
+                spec, rows = next(iter(self.place.as_completed()))
+                in_flight -= 1
+                self.record(spec, rows)
         except KeyboardInterrupt:
-            state["interrupted"] = True
-            return
+            self.interrupted = True
+
+    def record(self, spec: CaseSpec, rows: list[dict]) -> None:
+        """A finished process's rows, appended at once; its wall by kind; a failure said."""
+        try:
+            for row in rows:
+                results.append(self.sweep.out, row)
         except OSError as err:  # the case's files or its row: nothing more can be kept
-            raise output_error(sweep.out, err, f"at case {spec.case_id}") from None
+            raise output_error(self.sweep.out, err, f"at case {spec.case_id}") from None
         row = rows[0]
         if spec.time_only and (row.get("wall_s") or {}).get("total"):
             # the process's whole wall time, by its kind
-            walls.setdefault(wall_kind(spec), []).append(row["wall_s"]["total"] * len(rows))
+            self.walls.setdefault(wall_kind(spec), []).append(row["wall_s"]["total"] * len(rows))
         if row["status"] != "ok":
-            state["failed"] += 1
+            self.failed += 1
             error = escape(str(row["error"]))  # text from a case is data, never markup
             # one line, however long: a terminal may wrap it, the log never does
-            progress.console.print(
+            self.progress.console.print(
                 f"[red]failed[/red] {escape(spec.case_id)}: {error}", soft_wrap=True
             )
-        progress.advance(task)
+        self.progress.advance(self.task)
 
-
-def spend_budget(sweep, run_id, git, server, progress, task, state, started) -> None:
-    """Rounds of time-only processes, one per strategy of every group whose strategy
-    comparisons are still unclear, in an order shuffled per look, until every verdict is
-    decided, the looks are used up (``sweep.looks``: each look adds twice the rounds of the
-    last) or the budget is spent. The budget holds the report too: no process starts that
-    would end later than the report needs (``REPORT_LOOKS`` times one look's verdicts)."""
-    shuffle = random.Random(sweep.seed)
-    first = [c for c in cases(sweep, run_id, git) if not c.control and c.round == 0]
-    next_round = max((r.round for r in results.read(sweep.out)), default=0) + 1
-    for look in range(1, sweep.looks):
-        looked = time.monotonic()
-        groups, unclear = open_groups(sweep)
-        report_s = REPORT_LOOKS * (time.monotonic() - looked) + REPORT_S
-        deadline = started + sweep.budget - report_s
-        if not groups or time.monotonic() >= deadline:
-            return
-        # each look doubles what the last added (1, 2, 4, ... rounds): few looks, many processes
-        rounds = range(next_round, next_round + 2 ** (look - 1))
-        here = [
-            c for c in first if (c.accumulate, c.live_tensors, c.grad_sync, c.precision) in groups
-        ]
-        specs = [s for r in rounds for s in round_specs(here, r, sweep.rotate)]
-        shuffle.shuffle(specs)
-        progress.update(task, total=progress.tasks[0].total + len(specs))
-        progress.console.print(
-            f"look {look + 1} of at most {sweep.looks}: {unclear} comparisons still unclear in "
-            f"{len(groups)} group(s): {len(specs)} time-only processes (rounds "
-            f"{rounds[0]}-{rounds[-1]})"
-        )
-        run_cases(specs, sweep, server, progress, task, state, deadline)
-        if state["interrupted"]:
-            return
-        next_round += len(rounds)
+    def spend_budget(self) -> None:
+        """Rounds of time-only processes, one per strategy of every group whose strategy
+        comparisons are still unclear, in an order shuffled per look, until every verdict is
+        decided, the looks are used up (``sweep.looks``: each look adds twice the rounds of
+        the last) or the budget is spent. The budget holds the report too: no process starts
+        that would end later than the report needs (``REPORT_LOOKS`` times one look's
+        verdicts). A look judges only after every process of the one before it finished."""
+        sweep = self.sweep
+        shuffle = random.Random(sweep.seed)
+        first = [c for c in cases(sweep, self.run_id, self.git) if not c.control and c.round == 0]
+        next_round = max((r.round for r in results.read(sweep.out)), default=0) + 1
+        for look in range(1, sweep.looks):
+            looked = time.monotonic()
+            groups, unclear = open_groups(sweep)
+            report_s = REPORT_LOOKS * (time.monotonic() - looked) + REPORT_S
+            deadline = self.started + sweep.budget - report_s
+            if not groups or time.monotonic() >= deadline:
+                return
+            # each look doubles what the last added (1, 2, 4, ... rounds): few looks, many
+            # processes
+            rounds = range(next_round, next_round + 2 ** (look - 1))
+            here = [
+                c
+                for c in first
+                if (c.accumulate, c.live_tensors, c.grad_sync, c.precision) in groups
+            ]
+            specs = [s for r in rounds for s in round_specs(here, r, sweep.rotate)]
+            shuffle.shuffle(specs)
+            self.progress.console.print(
+                f"look {look + 1} of at most {sweep.looks}: {unclear} comparisons still unclear "
+                f"in {len(groups)} group(s): {len(specs)} time-only processes (rounds "
+                f"{rounds[0]}-{rounds[-1]})"
+            )
+            self.run_cases(specs, deadline)
+            if self.interrupted:
+                return
+            next_round += len(rounds)
 
 
 def finish(sweep: Sweep, console, failed: int, interrupted: bool) -> int:
