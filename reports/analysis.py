@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from reports import profile, targets, verdicts
-from reports.answer import answer, default_case, reset_slopes
+from reports.answer import answer, default_case, full_sweep, reset_slopes, unseen
 from reports.page_records import Page, shallow
 from reports.recipe import (
     check_summary,
@@ -104,10 +104,14 @@ def at_the_answer(entries, chosen: tuple[int, int] | None, judged, cases) -> dic
     if not chosen:
         return {}
     k, n = chosen
+    said = answer(entries, k, n, judged)
+    said.unseen = unseen(entries)
+    if said.unseen:  # a shorter sweep: what the committed full sweep told apart here
+        said.full_sweep = full_sweep(entries, k, n)
     return {
         "timelines": timelines(entries, k, n),
         "costs": cost_table(entries, k),
-        "answer": answer(entries, k, n, judged),
+        "answer": said,
         "slopes": reset_slopes(entries, k),
         "default_cases": [c for c in cases if (c.k, c.n) == (k, n)],
     }

@@ -4,13 +4,16 @@ with live tensors (the slopes)."""
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
+from typing import Any
 
 from reports import leaks, stats, verdicts
-from reports.page_records import Answer, Pick, Slope, SlopePoint
-from reports.records import Entry, RunFile
+from reports.page_records import Answer, Pick, Reference, Slope, SlopePoint
+from reports.records import Entry, RecordError, RunFile
 from reports.rows import memory_note, strategy_order
-from reports.verdict_records import VerdictFile
+from reports.verdict_records import Verdict, VerdictFile
 
 
 def default_case(run: RunFile, entries: list[Entry]) -> tuple[int, int] | None:
@@ -127,7 +130,7 @@ def advice(result: Answer, entries: list[Entry], k: int) -> str:
     tells = f"this sweep tells apart {resolution:.1%} here" if resolution is not None else ""
     if lead is None:
         text = f"Only {_name(name)} finished here, so there is nothing to compare it with"
-    elif lead.verdict == "lower":
+    elif lead.verdict == Verdict.LOWER:
         text = (
             f"Use {_name(name)} for speed: it is lower than {_name(lead.b)}, the next "
             f"fastest ({_ci(lead)}), significant over the sweep and beyond min-effect "
@@ -135,8 +138,8 @@ def advice(result: Answer, entries: list[Entry], k: int) -> str:
         )
     else:
         why = {
-            "same": f"their 90% interval lies within +-{result.min_effect:.0%}",
-            "unclear": (
+            Verdict.SAME: f"their 90% interval lies within +-{result.min_effect:.0%}",
+            Verdict.UNCLEAR: (
                 f"the difference is neither significant beyond min-effect "
                 f"{result.min_effect:.0%} nor inside it ({tells}; more processes would "
                 "narrow it)"
@@ -144,7 +147,7 @@ def advice(result: Answer, entries: list[Entry], k: int) -> str:
                 else "no variance between processes was measured here (one process per "
                 "strategy, no control, nothing to borrow), so no difference in time is called"
             ),
-            "higher": "the ranking by point estimate disagrees with the CI",
+            Verdict.HIGHER: "the ranking by point estimate disagrees with the CI",
         }[lead.verdict]
         text = (
             f"{_name(name)} and {_name(lead.b)} tie on speed here ({_ci(lead)}: "
@@ -152,9 +155,9 @@ def advice(result: Answer, entries: list[Entry], k: int) -> str:
         )
     if leanest:
         mem = leanest.lead
-        if leanest.strategy == name and mem and mem.verdict == "lower":
+        if leanest.strategy == name and mem and mem.verdict == Verdict.LOWER:
             text += f", and {_name(name)} also needs the least memory"
-        elif mem and mem.verdict == "lower":
+        elif mem and mem.verdict == Verdict.LOWER:
             text += f"; {_name(leanest.strategy)} needs the least memory at peak"
         elif mem:
             text += (
@@ -168,6 +171,66 @@ def advice(result: Answer, entries: list[Entry], k: int) -> str:
             f"{worst.per_10k_s * 1e3:.1f} ms per 10,000 live tensors"
         )
     return text + "."
+
+
+SAMPLES = Path(__file__).resolve().parent / "samples"  # committed full sweeps (git-tracked)
+FULL_K, FULL_N = "--accumulate 1,4", "--live-tensors 0,100000"  # the default sweep's axes
+
+
+def unseen(entries: list[Entry]) -> list[str]:
+    """What a sweep left out of its answer, plainly: an axis run at one value hides an effect."""
+    names = {e.name for e in entries}
+    out = []
+    if entries and max(e.n for e in entries) == 0:
+        out.append(
+            "Only N=0 was run, so `global`'s search hazard (its reset walks every live tensor "
+            f"in the process, djl #2101) is invisible here: `{FULL_N}` shows it."
+            if "global" in names
+            else "Only N=0 was run: how a reset grows with unrelated live tensors is not "
+            f"measured (`{FULL_N}`)."
+        )
+    if entries and {e.k for e in entries} == {1}:
+        out.append(
+            "Only K=1 was run: accumulating several micro-batches per window is not measured "
+            f"(`{FULL_K}`)."
+        )
+    return out
+
+
+def full_sweep(entries: list[Entry], k: int, n: int) -> Reference | None:
+    """The committed sample of a full sweep of the same workload, preset, device and precision
+    (reports/samples/), with what it told apart at K, N: a measured figure, not a typed one."""
+    if not entries or not SAMPLES.is_dir():
+        return None
+    e = entries[0]
+    for folder in sorted(p for p in SAMPLES.iterdir() if p.is_dir()):
+        try:
+            run = RunFile.read(folder)
+            judged = json.loads((folder / "verdicts.json").read_text(encoding="utf-8"))
+            rows = len((folder / "results.jsonl").read_text(encoding="utf-8").splitlines())
+        except (OSError, ValueError, RecordError):
+            continue
+        if run is None or not _same_kind(run.sweep, e):
+            continue
+        for group in judged.get("noise_floor") or []:
+            here = (group.get("k"), group.get("n")) == (k, n)
+            if here and (group.get("case") or {}).get("precision") == e.precision:
+                resolution = group.get("resolution")
+                if isinstance(resolution, (int, float)):
+                    return Reference(folder.name, float(resolution), rows)
+    return None
+
+
+def _same_kind(sweep: dict[str, Any], e: Entry) -> bool:
+    """A full sweep (not --quick, the default axes) of the entry's workload, preset and device."""
+    return (
+        not sweep.get("quick")
+        and sweep.get("accumulate") == [1, 4]
+        and sweep.get("live_tensors") == [0, 100_000]
+        and (sweep.get("workload"), sweep.get("preset"), sweep.get("device"))
+        == (e.workload, e.preset, e.device)
+        and e.precision in (sweep.get("precision") or ["fp32"])
+    )
 
 
 def reset_slopes(entries: list[Entry], k: int) -> list[Slope]:

@@ -85,7 +85,7 @@ def environment() -> jinja2.Environment:
 def render_charts(report: Page) -> dict[str, str | None]:
     """Each chart that this sweep's cases can draw, as inline SVG; None where it cannot."""
     out: dict[str, str | None] = dict.fromkeys(
-        ("phases", "memory", "reset", "window", "timeline", "errors")
+        ("answer", "phases", "memory", "reset", "window", "timeline", "errors")
     )
     if report.errors:  # every precision's, so not tied to the default case
         out["errors"] = charts.accumulation_error(report.errors)
@@ -94,6 +94,7 @@ def render_charts(report: Page) -> dict[str, str | None]:
     k, n = report.default
     here = [c for c in report.default_cases if c.phases]
     if here:
+        out["answer"] = charts.answer(here, k, n)
         out["phases"] = charts.phases(here, k, n)
     measured = [
         c

@@ -103,6 +103,62 @@ def phases(cases: list[CaseLine], k: int, n: int) -> str:
     return to_svg(fig, "phases")
 
 
+def answer(cases: list[CaseLine], k: int, n: int) -> str | None:
+    """The answer at a glance: each strategy's time overhead over the plain loop, with its
+    interval, against its peak memory (exact, so no interval); the plain loop at 1.0."""
+    shown = [
+        c
+        for c in cases
+        if c.overhead and c.overhead.ratio is not None and c.memory and c.memory.peak_bytes
+    ]
+    if not shown:
+        return None
+    fig = Figure(figsize=(WIDTH, 3.3), layout="constrained")
+    ax = fig.add_subplot()
+    # a strategy far slower than the rest (global's search) would flatten every other point:
+    # the axis spans the others, and the far one sits on its top edge with its figure written
+    near = [c for c in shown if c.overhead.ratio <= FAR] or shown
+    top = max(max(_reach(c, "high") for c in near), 1.0)
+    bottom = min(min(_reach(c, "low") for c in near), 1.0)
+    pad = (top - bottom) * 0.12 or 0.01
+    for i, c in enumerate(shown):
+        o = c.overhead
+        look = style(i)
+        x = c.memory.peak_bytes / 2**20
+        if c not in near:
+            ax.plot(x, top + pad, marker="^", color=look["color"], markersize=9, label=c.strategy)
+            ax.annotate(f"{c.strategy} {o.ratio:.2f}× (off the scale)", (x, top + pad),
+                        xytext=(6, -4), textcoords="offset points", fontsize="small")  # fmt: skip
+            continue
+        low, high = o.ratio - _reach(c, "low"), _reach(c, "high") - o.ratio
+        ax.errorbar(x, o.ratio, yerr=[[low], [high]], fmt=look["marker"], color=look["color"],
+                    markersize=8, capsize=4, label=c.strategy)  # fmt: skip
+    ax.set_ylim(bottom - pad, top + 2 * pad)
+    ax.axhline(1.0, color="black", linestyle="--", linewidth=1, label="plain loop")
+    ax.set_xlabel("peak memory during a window (MiB, exact)")
+    ax.set_ylabel("window time / plain loop")
+    bounds = any(c.overhead.confidence is None for c in shown)
+    ax.set_title(
+        f"Every strategy at K={k}, live tensors={n:,}: time overhead "
+        f"({'95% CI; bounds where fewer than 6 pairs' if bounds else '95% CI'}) "
+        "against peak memory; lower left is better",
+        fontsize="medium",
+    )
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize="small", frameon=False)
+    ax.grid(alpha=0.3)
+    return to_svg(fig, "answer")
+
+
+FAR = 1.5  # an overhead beyond this is drawn on the answer chart's top edge, its figure written
+
+
+def _reach(c: CaseLine, side: str) -> float:
+    """A case's interval end (its ratio where it has no interval)."""
+    o = c.overhead
+    end = o.ci_low if side == "low" else o.ci_high
+    return o.ratio if end is None else end
+
+
 def memory(cases: list[CaseLine], k: int, n: int) -> str:
     """Grouped horizontal bars per strategy, in MiB: gradient memory held between windows and
     the peak of the memory pass; the plain loop's peak (same process) as the reference."""

@@ -352,6 +352,19 @@ class Answer:
     advice: str = ""
     fastest: Pick | None = None
     leanest: Pick | None = None
+    # what this sweep could not see, in plain sentences (answer.unseen): an axis left at one value
+    unseen: list[str] = field(default_factory=list)
+    # a committed sample's full sweep on this kind of case (answer.full_sweep): its resolution
+    full_sweep: Reference | None = None
+
+
+@dataclass(slots=True)
+class Reference:
+    """A committed sample's full sweep (reports/samples/NAME), for what a shorter sweep missed."""
+
+    sample: str  # the sample's folder name under reports/samples/
+    resolution: float  # what it told apart at the answer's K and N
+    rows: int  # its rows (processes)
 
 
 # -- the page -------------------------------------------------------------------------------------

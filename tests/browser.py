@@ -85,11 +85,13 @@ def full_screenshot(driver, save_as: Path) -> bytes:
     return png
 
 
-def assert_not_blank(png: bytes) -> None:
+def assert_not_blank(png: bytes, min_height: int = 1000) -> None:
+    """A screenshot with text and contrast: a whole page (taller than ``min_height``), or one
+    screen (``min_height`` its height)."""
     from PIL import Image
 
     pixels = np.asarray(Image.open(io.BytesIO(png)).convert("L"), dtype=float)
-    assert pixels.shape[0] > 1000, pixels.shape
+    assert pixels.shape[0] >= min_height, pixels.shape
     assert pixels.std() > 20, f"screenshot looks blank: grey std {pixels.std():.1f}"
     assert (pixels < 128).mean() > 0.01, "screenshot has almost no dark pixels: no text?"
 

@@ -24,12 +24,13 @@ from reports.records import Entry, Row
 from reports.rows import SCHEMA_VERSION, SWEEP_IDENTITY, read
 
 ROOT = Path(__file__).resolve().parents[1]
-SECTIONS = (  # index.html's sections, in the page's order
-    "run",
+SECTIONS = (  # index.html's sections, in the page's order: the answer first
     "answer",
+    "run",
     "strategies",
     "profiles",
     "verdicts",
+    "method",
     "overhead",
     "charts",
     "accumulation-error",
@@ -41,7 +42,15 @@ SECTIONS = (  # index.html's sections, in the page's order
     "environment",
     "raw",
 )
-CHARTS = ["phases", "memory", "reset-vs-live", "window-vs-k", "accumulation-error", "timeline"]
+CHARTS = [
+    "answer",
+    "phases",
+    "memory",
+    "reset-vs-live",
+    "window-vs-k",
+    "accumulation-error",
+    "timeline",
+]
 COMPARE_SECTIONS = ("runs", "verdict", "chart", "phases", "environment")
 WORDS = ("lower", "higher", "same", "unclear")
 MIB = 2**20

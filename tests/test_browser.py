@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,6 +24,69 @@ from synthetic import (
 )
 
 from reports import analysis, build, charts, verdict_records, verdicts
+
+# screenshots a person can look at after the suite (git-ignored, like every generated output)
+ARTIFACTS = Path(__file__).resolve().parents[1] / "reports" / "runs" / "browser"
+FIRST_SCREEN = (1400, 900)  # the report's first screen: the answer and its chart, whole
+
+
+def visible_box(driver, selector: str) -> dict:
+    """An element's box in the viewport, with the viewport's size and the page's scroll width."""
+    return driver.execute_script(
+        "const r = document.querySelector(arguments[0]).getBoundingClientRect();"
+        "return {top: r.top, bottom: r.bottom, left: r.left, right: r.right,"
+        " width: r.width, height: r.height, vw: window.innerWidth, vh: window.innerHeight,"
+        " scroll: document.documentElement.scrollWidth};",
+        selector,
+    )
+
+
+def at_size(driver, width: int, height: int) -> None:
+    """The viewport (not the window, which has borders) at width x height CSS px."""
+    driver.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+    )
+
+
+def test_first_screen_is_the_answer(real_sweep, browser):
+    """At 1400 x 900 the answer's sentence, its resolution and its chart are on the first
+    screen, and the per-strategy table fits without scrolling sideways; at 800 px wide the
+    answer still comes first, its chart scaled to the width."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    try:
+        at_size(browser, *FIRST_SCREEN)
+        open_offline(browser, real_sweep / "index.html")
+        advice = visible_box(browser, "#answer .advice")
+        chart = visible_box(browser, 'svg[data-chart="answer"]')
+        assert advice["top"] >= 0 and advice["bottom"] <= FIRST_SCREEN[1], advice
+        assert chart["top"] >= 0 and chart["bottom"] <= FIRST_SCREEN[1], chart
+        assert chart["width"] > 600 and chart["height"] > 150, chart
+        sure = browser.find_element("css selector", "#answer .sure").text
+        assert "tells apart" in sure or "unclear" in sure
+        # the answer comes before what was run
+        run = visible_box(browser, "#run")
+        assert run["top"] > chart["bottom"]
+        table = browser.execute_script(
+            "const w = document.querySelector('#strategies .table-wrap');"
+            "return [w.scrollWidth, w.clientWidth];"
+        )
+        assert table[0] <= table[1], f"the per-strategy table scrolls sideways: {table}"
+        png = browser.get_screenshot_as_png()
+        (ARTIFACTS / "first-screen-1400x900.png").write_bytes(png)
+        assert_not_blank(png, min_height=FIRST_SCREEN[1])
+        at_size(browser, 800, 900)
+        open_offline(browser, real_sweep / "index.html")
+        advice = visible_box(browser, "#answer .advice")
+        chart = visible_box(browser, 'svg[data-chart="answer"]')
+        assert advice["top"] < chart["top"] and advice["bottom"] <= 900, advice
+        assert chart["right"] <= 800 and chart["width"] > 500, chart
+        assert advice["scroll"] <= 800, "the page scrolls sideways at 800 px"
+        png = browser.get_screenshot_as_png()
+        (ARTIFACTS / "first-screen-800x900.png").write_bytes(png)
+        assert_not_blank(png, min_height=900)
+    finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
 
 
 def test_report_renders_in_chromium(real_sweep, browser, tmp_path):
@@ -46,6 +110,7 @@ def test_report_renders_in_chromium(real_sweep, browser, tmp_path):
         assert box["texts"] > 5, box  # title, labels, ticks, legend are text
     answer = browser.find_element("id", "answer").text
     assert "Fastest:" in answer and "Leanest:" in answer and "resolution" in answer
+    assert "docs/method.md" in browser.find_element("id", "method").get_attribute("textContent")
     # the verdicts section shows, visibly, the word verdicts.json gives each comparison here
     judged = json.loads((real_sweep / verdict_records.VERDICTS).read_text())
     k, n = analysis.report(real_sweep).default

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import re
 import subprocess
@@ -421,3 +422,70 @@ def test_reports_imports_nothing_of_ours():
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == "[]"
+
+
+# -- the first screen: the answer, what it could not see, its chart --------------------------------
+def test_a_sweep_at_one_k_and_n_says_what_it_could_not_see(tmp_path):
+    full = analysis.report(write_run(tmp_path / "full", standard_rows()))
+    assert full.answer.unseen == [] and full.answer.full_sweep is None
+    quick = analysis.report(write_run(tmp_path / "quick", standard_rows(ks=(1,), ns=(0,))))
+    unseen = quick.answer.unseen
+    assert len(unseen) == 2
+    assert "Only N=0 was run, so `global`'s search hazard" in unseen[0]
+    assert "`--live-tensors 0,100000` shows it" in unseen[0]
+    assert unseen[1].startswith("Only K=1 was run") and "`--accumulate 1,4`" in unseen[1]
+    no_global = [r for r in standard_rows(ks=(4,), ns=(0,)) if r["strategy"] != "global"]
+    said = analysis.report(write_run(tmp_path / "k4", no_global)).answer.unseen
+    assert said == [
+        "Only N=0 was run: how a reset grows with unrelated live tensors is not measured "
+        "(`--live-tensors 0,100000`)."
+    ]
+    html = by_id(build.build(tmp_path / "quick").read_text(), "answer")
+    assert "<code>global</code>&#39;s search hazard" in html and 'class="sure"' in html
+
+
+def test_a_shorter_sweep_names_the_committed_full_sweep_and_its_resolution(tmp_path):
+    """The figure comes from the committed sample's verdicts.json, never typed in."""
+    sample = ROOT / "reports" / "samples" / "tiny-cpu"
+    judged = json.loads((sample / "verdicts.json").read_text())
+    told = next(
+        g["resolution"] for g in judged["noise_floor"]
+        if (g["k"], g["n"]) == (1, 0) and g["case"]["precision"] == "fp32"
+    )  # fmt: skip
+    rows = standard_rows(ks=(1,), ns=(0,))
+    for row in rows:
+        row["preset"], row["device"] = "tiny", "cpu"
+    report = analysis.report(write_run(tmp_path / "quick", rows, quick=True))
+    reference = report.answer.full_sweep
+    assert reference is not None and reference.sample == "tiny-cpu"
+    assert reference.resolution == told
+    assert reference.rows == len((sample / "results.jsonl").read_text().splitlines())
+    section = by_id(build.build(tmp_path / "quick").read_text(), "answer")
+    assert f"told apart {told * 100:.1f}%" in section
+    for row in rows:
+        row["preset"] = "small"  # no committed full sweep of that preset: nothing said
+    other = analysis.report(write_run(tmp_path / "small", rows))
+    assert other.answer.full_sweep is None
+
+
+def test_answer_chart_has_every_strategy_and_keeps_a_far_one_on_its_edge(tmp_path):
+    report = analysis.report(write_run(tmp_path / "run", standard_rows()))
+    svg = build.render_charts(report)["answer"]
+    assert svg is not None and 'data-chart="answer"' in svg
+    for line in report.default_cases:
+        assert f">{line.strategy}<" in svg or line.strategy in svg
+    far = copy.deepcopy(report.default_cases)
+    far[0].overhead = dataclasses.replace(far[0].overhead, ratio=8.0, ci_low=7.5, ci_high=8.5)
+    drawn = charts.answer(far, 1, 0)
+    assert f"{far[0].strategy} 8.00× (off the scale)" in drawn
+    assert "peak memory during a window (MiB, exact)" in drawn
+    assert charts.answer([], 1, 0) is None
+
+
+def test_page_puts_the_answer_first_and_the_method_collapsed_below_the_tables(tmp_path):
+    html = build.build(write_run(tmp_path / "run", standard_rows())).read_text()
+    order = [html.index(f'<section id="{name}">') for name in SECTIONS]
+    assert order == sorted(order)
+    method = by_id(html, "method")
+    assert "<details>" in method and "docs/method.md" in method
+    assert html.index('data-chart="answer"') < html.index('<section id="run">')
