@@ -22,7 +22,7 @@ def install_project(session: nox.Session, extras: str = "bench") -> None:
 
 @nox.session(python=PYTHON, reuse_venv=True)
 def tests(session: nox.Session) -> None:
-    """The test suite without the slow end-to-end tests (about 5 min on 2 cores)."""
+    """The test suite without the slow end-to-end tests (docs/development.md: its time)."""
     install_project(session, "bench,dev,hf")  # dev: asv (tests/test_asv.py); hf: the GPT-2 example
     session.run("python", "-m", "pytest", *(session.posargs or ["-q", "-m", "not slow"]))
 
