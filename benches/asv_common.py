@@ -250,10 +250,10 @@ def paired_ratio(ours, plain, pairs: int, warmup: int = 1) -> float:
 
     Pair i times both calls back to back, ours first on even pairs and the plain loop first on
     odd ones (ABBA), so slow drift of the machine hits both sides alike; ``warmup`` pairs run
-    first, untimed. The estimate is the sweep's (``reports.stats``): robust to a window that a
+    first, untimed. The estimate is the sweep's (``reports.judge.stats``): robust to a window that a
     neighbour hit, on either side.
     """
-    from reports import stats  # asv links reports/ into its environments (asv.conf.json)
+    from reports.judge import stats  # asv links reports/ into its environments (asv.conf.json)
 
     for _ in range(warmup):
         ours()

@@ -20,10 +20,10 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from reports.records import RUN
-from reports.rows import RESULTS
-from reports.verdict_records import VERDICTS, Verdict
-from reports.verdicts import DEFAULT_MIN_EFFECT
+from reports.judge.rows import RESULTS
+from reports.judge.verdicts import DEFAULT_MIN_EFFECT
+from reports.schema.records import RUN
+from reports.schema.verdict_records import VERDICTS, Verdict
 
 PROG = "python -m reports"
 COMMANDS = ("build", "compare", "gate", "history")
@@ -107,7 +107,7 @@ def protected(directories: list[Path]) -> dict[Path, str]:
 
 def compare_out(dir_a: Path, dir_b: Path, given: Path | None) -> Path:
     """--out checked: a writable page that overwrites none of either run's files."""
-    from reports.verdict_records import COMPARE
+    from reports.schema.verdict_records import COMPARE
 
     out = given if given is not None else dir_b / "compare.html"
     if out.is_dir():
@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_build(directory: Path) -> int:
-    from reports.build import build
+    from reports.page.build import build
 
     with bad_input(directory):
         print(build(directory))
@@ -163,7 +163,7 @@ def run_build(directory: Path) -> int:
 
 
 def run_compare(dir_a: Path, dir_b: Path, out: Path) -> int:
-    from reports.compare import compare
+    from reports.regressions.compare import compare
 
     with bad_input(dir_a, dir_b):
         print(compare(dir_a, dir_b, out))
@@ -175,8 +175,8 @@ def bad_input(*directories: Path) -> Iterator[None]:
     """What the reader refuses (SchemaError: file, line, field), a comparison with nothing to
     compare, or a file that cannot be written: one line (a UsageError), never a traceback. Any
     other error in reading a run's rows is one line too, naming the directories and the error."""
-    from reports.compare import CompareError
-    from reports.rows import SchemaError
+    from reports.judge.rows import SchemaError
+    from reports.regressions.compare import CompareError
 
     try:
         yield
@@ -194,7 +194,7 @@ def bad_input(*directories: Path) -> Iterator[None]:
 
 
 def run_gate(args: argparse.Namespace) -> int:
-    from reports.gate import GateError, gate, parse_pair
+    from reports.regressions.gate import GateError, gate, parse_pair
 
     try:
         code, lines = gate(args.file, args.fail_on, args.metric, parse_pair(args.pair))
@@ -208,7 +208,7 @@ def run_gate(args: argparse.Namespace) -> int:
 def run_history(args: argparse.Namespace) -> int:
     if not 0 <= args.min_effect < 1:
         raise UsageError(f"invalid --min-effect {args.min_effect!r}; valid: a fraction in [0, 1)")
-    from reports.history import HistoryError, write
+    from reports.regressions.history import HistoryError, write
 
     try:
         page, shown = write(args.asv_dir, args.min_effect)

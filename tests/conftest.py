@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 import strategies
-from reports import verdict_records
+from reports.schema import verdict_records
 
 # a sweep that tests the sweep's mechanics, not verdicts: tiny, few pairs, no extra processes
 QUICK = [

@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 
 from benches.engine.spec import CaseSpec
-from reports import stats
-from reports.records import Entry, Row
-from reports.rows import SCHEMA_VERSION, SWEEP_IDENTITY, read
+from reports.judge import stats
+from reports.judge.rows import SCHEMA_VERSION, SWEEP_IDENTITY, read
+from reports.schema.records import Entry, Row
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTIONS = (  # index.html's sections, in the page's order: the answer first
@@ -194,7 +194,7 @@ def make_row(
 
 def entry(strategy: str, rows: list[dict], k: int = 1, n: int = 0, **settings) -> Entry:
     """A pooled case of hand-made ``rows``, its identity as the engine writes it
-    (``CaseSpec.identity``, with ``settings`` changed), as ``reports.rows.pooled`` builds it."""
+    (``CaseSpec.identity``, with ``settings`` changed), as ``judge.rows.pooled`` builds it."""
     spec = CaseSpec(
         strategy=strategy, preset="tiny", device="cpu", accumulate=k, live_tensors=n, **settings
     )
@@ -216,7 +216,7 @@ def entry(strategy: str, rows: list[dict], k: int = 1, n: int = 0, **settings) -
 
 
 def as_row(row: dict, **identity) -> Row:
-    """A hand-made row as ``reports.rows.read`` would give it: its identity (``identity``, or
+    """A hand-made row as ``reports.judge.rows.read`` would give it: its identity (``identity``, or
     what it says itself) and figures, every key checked against ``Row``."""
     return Row.from_json({**identity, **row})
 
@@ -306,7 +306,7 @@ def verdict_rows(html: str) -> list[tuple[str, str, str, str, str]]:
 
 
 def rows_of(directory) -> list[dict]:
-    """DIR's rows as ``reports.rows.read`` reads them (schema, identity and every field's name
+    """DIR's rows as ``reports.judge.rows.read`` reads them (schema, identity and every field's name
     checked), each as the JSON object it writes back (``Row.to_json``): what the tests assert
     about the engine's output."""
     return [row.to_json() for row in read(directory)]

@@ -23,7 +23,9 @@ from synthetic import (
     SECTIONS,
 )
 
-from reports import analysis, build, charts, verdict_records, verdicts
+from reports.judge import verdicts
+from reports.page import analysis, build, charts
+from reports.schema import verdict_records
 
 # screenshots a person can look at after the suite (git-ignored, like every generated output)
 ARTIFACTS = Path(__file__).resolve().parents[1] / "reports" / "runs" / "browser"

@@ -514,7 +514,7 @@ def test_ddp_with_one_rank_wraps_the_model_in_ddp(tmp_path):
 @pytest.mark.slow
 def test_recipe_options_and_settings_compared_are_recorded_and_judged(tmp_path):
     from benches.engine import training
-    from reports import verdict_records
+    from reports.schema import verdict_records
 
     out = tmp_path / "run"
     done = sweep(

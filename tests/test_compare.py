@@ -16,8 +16,10 @@ from synthetic import (
     write_run,
 )
 
-from reports import compare, stats, verdict_records, verdicts
 from reports.__main__ import main as reports_main
+from reports.judge import stats, verdicts
+from reports.regressions import compare
+from reports.schema import verdict_records
 
 
 # -- content: two runs compared -------------------------------------------------------------------

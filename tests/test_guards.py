@@ -15,8 +15,8 @@ import pytest
 from benches.micro import clip_speed, mfu, reset_speed
 from benches.sweep import cli
 from reports.__main__ import main as reports_main
-from reports.row_parts import Memory
-from reports.rows import read
+from reports.judge.rows import read
+from reports.schema.row_parts import Memory
 from tests.conftest import ROOT, run_reports
 from tests.synthetic import make_row, standard_rows, write_run
 
@@ -123,7 +123,7 @@ def test_a_row_reads_into_a_record_and_null_objects_read_empty(tmp_path):
         ("samples.window", [1, "x"], "field 'samples.window' is not a list of numbers"),
         ("memory.peak_bytes", "9 MiB", "field 'memory.peak_bytes'"),
         ("held_byets", 10, "has an unknown field 'held_byets'"),  # a misspelled key fails at once
-        # ... inside a part of the row too (reports.row_parts)
+        # ... inside a part of the row too (reports.schema.row_parts)
         ("memory.held_byets", 10, "field 'memory' has an unknown field 'held_byets'"),
         ("grad_check.okay", True, "field 'grad_check' has an unknown field 'okay'"),
         ("cpu_pressure.medain", 0.1, "field 'cpu_pressure' has an unknown field 'medain'"),

@@ -36,7 +36,7 @@ from conftest import run_reports
 from test_asv import asv, scratch_asv
 
 from benches.asv_common import PairedOverheadMixin
-from reports import history
+from reports.regressions import history
 
 pytestmark = pytest.mark.slow  # real asv runs over two commits
 

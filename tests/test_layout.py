@@ -1,8 +1,8 @@
 """The layout's rules, read from the source (ARCHITECTURE.md, "Imports run one way"): no import
 circle in benches/, reports/ or strategies/ (a function's own import counts, a TYPE_CHECKING one
-does not); the engine never imports the sweep; the workloads import neither; the records import
-nothing of ours but the records below them (row_parts <- records <- verdict_records <-
-page_records)."""
+does not); the engine never imports the sweep; the workloads import neither; reports/'s wings
+import one way (schema <- judge <- page <- regressions), and the records import nothing of ours
+but the records below them (row_parts <- records <- verdict_records <- page_records)."""
 
 from __future__ import annotations
 
@@ -104,10 +104,10 @@ def test_strategy_base_imports_nothing_of_ours_and_the_registry_only_base():
 
 # (imported, importer) against a rule: the records import only the records below them
 ALLOWED = {
-    ("reports.row_parts", "reports.records"),
-    ("reports.records", "reports.verdict_records"),
+    ("reports.schema.row_parts", "reports.schema.records"),
+    ("reports.schema.records", "reports.schema.verdict_records"),
     *(
-        (f"reports.{m}", "reports.page_records")
+        (f"reports.schema.{m}", "reports.schema.page_records")
         for m in ("row_parts", "records", "verdict_records")
     ),
 }
@@ -120,11 +120,14 @@ ALLOWED = {
         ("benches.workloads", ("benches.engine", "benches.sweep", "benches.micro")),
         ("reports", ("benches", "strategies")),
         ("strategies", ("benches", "reports")),
-        ("reports.row_parts", ("reports",)),
-        ("reports.records", ("reports",)),  # but row_parts, the records inside a row
-        ("reports.verdict_records", ("reports",)),  # but the records below it
-        ("reports.page_records", ("reports",)),
-        ("reports.verdict_records", ("reports.rows", "reports.verdicts", "reports.stats")),
+        ("reports.schema.row_parts", ("reports",)),
+        ("reports.schema.records", ("reports",)),  # but row_parts, the records inside a row
+        ("reports.schema.verdict_records", ("reports",)),  # but the records below it
+        ("reports.schema.page_records", ("reports",)),
+        # the wings: schema <- judge <- page <- regressions
+        ("reports.schema", ("reports.judge", "reports.page", "reports.regressions")),
+        ("reports.judge", ("reports.page", "reports.regressions")),
+        ("reports.page", ("reports.regressions",)),
     ],
 )
 def test_imports_run_one_way(layer, never):

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from reports import leaks
-from reports.records import Entry
+from reports.judge import leaks
+from reports.schema.records import Entry
 from tests.conftest import ROOT, run_reports
 from tests.synthetic import entry as entry_of
 from tests.synthetic import make_row, rows_of

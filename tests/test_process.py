@@ -17,9 +17,9 @@ from benches.engine import envinfo, process
 from benches.sweep import tree
 from benches.sweep.arguments import UsageError, resolve
 from benches.sweep.options import build_parser
-from reports import verdicts
-from reports.records import CaseNoise, Row
-from reports.row_parts import CpuPressure, ProcessFigures
+from reports.judge import verdicts
+from reports.schema.records import CaseNoise, Row
+from reports.schema.row_parts import CpuPressure, ProcessFigures
 
 ROOT = Path(__file__).resolve().parent.parent
 # a launcher whose child starts a grandchild in a session of its own, as torchrun starts ranks

@@ -19,8 +19,8 @@ from torch.autograd.profiler_util import FunctionEvent
 from benches.engine import case, profiling
 from benches.engine.runner import PairedRunner
 from benches.engine.spec import CaseSpec
-from reports import profile as report_profile
-from reports.page_records import CaseLine
+from reports.page import profile as report_profile
+from reports.schema.page_records import CaseLine
 
 SIGNED = ("native", "block", "foreach", "lazy", "flat", "global")
 

@@ -13,9 +13,12 @@ from synthetic import (
     rows_of,
 )
 
-from reports import analysis, compare, records, verdict_records, verdicts
-from reports.row_parts import ErrorFigures
-from reports.rows import SCHEMA_VERSION
+from reports.judge import verdicts
+from reports.judge.rows import SCHEMA_VERSION
+from reports.page import analysis
+from reports.regressions import compare
+from reports.schema import records, verdict_records
+from reports.schema.row_parts import ErrorFigures
 
 
 def test_real_sweep_rows_and_verdicts(real_sweep):

@@ -27,10 +27,12 @@ from synthetic import (
     write_run,
 )
 
-from reports import analysis, build, charts, verdict_records, verdicts
 from reports.__main__ import main as reports_main
-from reports.row_parts import ErrorFigures, GradCheck
-from reports.rows import SCHEMA_VERSION, read, strategy_order
+from reports.judge import verdicts
+from reports.judge.rows import SCHEMA_VERSION, read, strategy_order
+from reports.page import analysis, build, charts
+from reports.schema import verdict_records
+from reports.schema.row_parts import ErrorFigures, GradCheck
 
 
 # -- content: the answer ---------------------------------------------------------------------------
@@ -415,7 +417,7 @@ def test_usage_errors_are_one_line_and_exit_2(tmp_path, capsys, argv, message):
 
 def test_reports_imports_nothing_of_ours():
     code = (
-        "import sys, reports.build, reports.compare, reports.__main__\n"
+        "import sys, reports.page.build, reports.regressions.compare, reports.__main__\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('benches', 'strategies')))"
     )
     out = subprocess.run(

@@ -18,8 +18,8 @@ from synthetic import as_row, make_row
 from benches.engine.rotation import PLAIN, rotation, timed_rounds
 from benches.engine.spec import CaseSpec
 from benches.sweep.budget import round_specs
-from reports import verdicts
-from reports.rows import pooled
+from reports.judge import verdicts
+from reports.judge.rows import pooled
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -10,10 +10,10 @@ import pytest
 from synthetic import as_row, standard_rows
 from synthetic import entry as entry_of
 
-from reports import stats, verdicts
-from reports.records import Paired
-from reports.row_parts import Summary
-from reports.verdict_records import Comparison, Verdict
+from reports.judge import stats, verdicts
+from reports.schema.records import Paired
+from reports.schema.row_parts import Summary
+from reports.schema.verdict_records import Comparison, Verdict
 
 
 @pytest.mark.parametrize(
@@ -271,7 +271,7 @@ def test_every_unordered_pair_once_per_metric_and_k():
 def test_a_row_without_a_field_of_its_identity_is_refused_naming_file_line_and_field(tmp_path):
     import json
 
-    from reports.rows import SCHEMA_VERSION, SchemaError, read
+    from reports.judge.rows import SCHEMA_VERSION, SchemaError, read
 
     row = {"schema_version": SCHEMA_VERSION, "case_id": "x-k1", "status": "ok", "strategy": "x"}
     (tmp_path / "results.jsonl").write_text("\n" + json.dumps(row) + "\n")
@@ -335,9 +335,9 @@ def test_verdicts_json_is_read_and_written_by_its_record_key_for_key():
     misspelled field fails at once, in a file and on a record."""
     import json
 
-    from reports.records import RecordError, finite
-    from reports.rows import pooled
-    from reports.verdict_records import VerdictFile
+    from reports.judge.rows import pooled
+    from reports.schema.records import RecordError, finite
+    from reports.schema.verdict_records import VerdictFile
 
     entries = list(pooled(map(as_row, standard_rows(ks=(1,)))).values())
     data = json.loads(json.dumps(finite(verdicts.verdicts(entries, 0.02).to_json())))
@@ -366,3 +366,16 @@ def test_a_ratio_and_its_interval_are_spelled_one_way_in_text_and_on_the_page():
     memory = Comparison("a", "b", 1, 0, {}, "peak_memory", ratio=1.5)
     assert (verdicts.ratio_text(memory), verdicts.interval_text(memory)) == ("1.500", "exact")
     assert verdicts.ratio_text(None) == "-"
+
+
+@pytest.mark.parametrize("n", [*range(1, 40), 101, 400])
+def test_median_ci_is_the_order_statistic_interval_of_its_definition(n):
+    """The largest j whose [x_(j), x_(n-j+1)] covers the median with 95%: P(j <= B <= n-j),
+    B ~ Binomial(n, 1/2), summed term by term as its docstring defines it."""
+    xs = [float(i) for i in range(n)]
+    best = 1
+    for j in range(1, n // 2 + 1):
+        if sum(math.comb(n, i) for i in range(j, n - j + 1)) / 2**n < 0.95:
+            break
+        best = j
+    assert stats.median_ci(xs) == (xs[best - 1], xs[n - best])

@@ -51,7 +51,7 @@ from benches.engine.growth import (
 from benches.engine.runner import PHASES, PairedRunner
 from benches.engine.spec import CaseSpec
 from benches.workloads import protocol
-from reports.rows import LOOP_SAMPLES
+from reports.judge.rows import LOOP_SAMPLES
 
 __all__ = ["CaseSpec", "failed_measure", "main", "measure", "row_for", "run_case"]
 

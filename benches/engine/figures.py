@@ -14,8 +14,8 @@ from typing import Any
 from benches.engine import costmodel, distributed, envinfo, training
 from benches.engine.runner import PHASES
 from benches.engine.spec import CaseSpec
-from reports import stats
-from reports.rows import LOOP_SAMPLES
+from reports.judge import stats
+from reports.judge.rows import LOOP_SAMPLES
 
 
 def measured_part(spec, workload, samples, check, memory_row, collectives) -> dict[str, Any]:

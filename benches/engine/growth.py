@@ -1,6 +1,7 @@
-"""Memory kept window after window: the readings a case takes to tell a leak (``reports.leaks``
-judges them). On CPU malloc's bytes in use (glibc), else the resident set; on CUDA the
-allocator's bytes. Read between timed pairs and after them, never inside a timed window."""
+"""Memory kept window after window: the readings a case takes to tell a leak
+(``reports.judge.leaks`` judges them). On CPU malloc's bytes in use (glibc), else the resident
+set; on CUDA the allocator's bytes. Read between timed pairs and after them, never inside a
+timed window."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import torch
 from benches.engine import memory
 
 # windows of the plain loop alone after the timed pairs: its own growth per window, beside which
-# a strategy's growth is a leak (reports.leaks judges at least this many windows)
+# a strategy's growth is a leak (reports.judge.leaks judges at least this many windows)
 GROWTH_WINDOWS = 4
 
 

@@ -10,7 +10,7 @@ of ``Loop.window`` (``Ranges``), so the timed windows run exactly the code they 
 What the row gets (``profile``): per loop and phase, every operator with its calls and self time
 (``EventList.key_averages``, the profiler's own aggregation), the phase's host time that no
 operator's self time covers ("Python and dispatch between operators"), and on CUDA the kernel
-launches (the runtime's launch calls). The report (``reports/profile.py``) draws the difference
+launches (the runtime's launch calls). The report (``reports/page/profile.py``) draws the difference
 against the plain loop from these. The trace, Chrome-trace JSON gzip'd, goes to
 ``DIR/traces/CASE.json.gz``; one over ``TRACE_LIMIT_BYTES`` keeps the strategy's window only.
 A profiler that fails is a warning in the row: the case goes on.

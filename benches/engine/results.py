@@ -8,8 +8,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from reports.records import finite
-from reports.rows import RESULTS, SCHEMA_VERSION, read
+from reports.judge.rows import RESULTS, SCHEMA_VERSION, read
+from reports.schema.records import finite
 
 __all__ = ["RESULTS", "SCHEMA_VERSION", "append", "read"]
 

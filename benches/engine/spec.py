@@ -13,8 +13,8 @@ from typing import Any
 
 from benches.engine.training import Recipe
 from benches.workloads.protocol import DEFAULT as DEFAULT_WORKLOAD
-from reports.rows import CASE_KEY as IDENTITY
-from reports.rows import SWEEP_IDENTITY, label
+from reports.judge.rows import CASE_KEY as IDENTITY
+from reports.judge.rows import SWEEP_IDENTITY, label
 
 __all__ = ["IDENTITY", "OPTION", "SWEEP_IDENTITY", "CaseSpec"]
 # the option spelling of each setting, for messages

@@ -19,8 +19,8 @@ import torch
 
 import strategies
 from benches.micro.options import Parser, count
-from reports import stats
-from reports.verdicts import DEFAULT_MIN_EFFECT, decide
+from reports.judge import stats
+from reports.judge.verdicts import DEFAULT_MIN_EFFECT, decide
 
 NAMES = ("native", "native (A/A)", "flat", "main_grad")
 

@@ -62,7 +62,7 @@ def child(config: dict) -> dict:
     from benches.engine import bound, process
     from benches.engine.rotation import PLAIN, RotatedRunner
     from benches.workloads import protocol
-    from reports import stats
+    from reports.judge import stats
 
     if config["pin"]:
         process.pin_cores(config["threads"])

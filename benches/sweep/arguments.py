@@ -19,9 +19,9 @@ from benches.sweep.outdir import UsageError, output_dir
 from benches.sweep.values import fraction, int_list, int_value, seconds
 from benches.workloads import protocol
 from benches.workloads.transformer import PRESETS
-from reports.records import RecordError, RunFile
-from reports.rows import spell
-from reports.verdicts import DEFAULT_MIN_EFFECT
+from reports.judge.rows import spell
+from reports.judge.verdicts import DEFAULT_MIN_EFFECT
+from reports.schema.records import RecordError, RunFile
 
 SEED_MAX = 2**64 - 1  # torch.manual_seed's range
 DEVICES = ("auto", "cpu", "cuda")

@@ -12,7 +12,7 @@ import time
 from benches.engine import results
 from benches.engine.spec import CaseSpec
 from benches.sweep.arguments import Sweep
-from reports.verdict_records import Verdict
+from reports.schema.verdict_records import Verdict
 
 
 def process_started() -> float:
@@ -41,8 +41,8 @@ def expected_wall(walls: dict[tuple, list[float]], spec: CaseSpec) -> float:
 def open_groups(sweep: Sweep) -> tuple[set[tuple], int]:
     """The groups (K, N, grad_sync, precision) with a strategy comparison on time that is still
     ``unclear``, and how many such comparisons there are."""
-    from reports import verdicts
-    from reports.rows import pooled
+    from reports.judge import verdicts
+    from reports.judge.rows import pooled
 
     entries = list(pooled(results.read(sweep.out)).values())
     judged = verdicts.verdicts(entries, sweep.min_effect, sweep.looks)

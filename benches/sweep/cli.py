@@ -42,8 +42,8 @@ from benches.sweep.options import build_parser
 from benches.sweep.outdir import DEFAULT_RUNS
 from benches.sweep.places import Local, Place
 from benches.sweep.plan import cases
-from reports.records import RUN, RunFile
-from reports.rows import case_key
+from reports.judge.rows import case_key
+from reports.schema.records import RUN, RunFile
 
 __all__ = ["CONTROL_PROCESSES", "build_parser", "cases", "main", "resolve"]
 # python -m benches COMMAND: the sweep's own, then the micro-benchmarks (benches/__main__.py)
@@ -268,8 +268,8 @@ def finish(sweep: Sweep, console, failed: int, interrupted: bool) -> int:
 
     report = page = None
     try:
-        from reports.analysis import report as analyse
-        from reports.build import build
+        from reports.page.analysis import report as analyse
+        from reports.page.build import build
 
         page = analyse(sweep.out)  # once: the page and the terminal tables say the same
         report = build(sweep.out, page)
@@ -314,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as err:
         print(f"python -m benches: error: {err}", file=sys.stderr)
         return 2
-    from reports.rows import SchemaError
+    from reports.judge.rows import SchemaError
 
     terminate_as_interrupt()
     try:

@@ -9,7 +9,7 @@ import argparse
 from benches.engine import training
 from benches.sweep.outdir import UsageError
 from benches.workloads import protocol
-from reports.verdicts import DEFAULT_MIN_EFFECT
+from reports.judge.verdicts import DEFAULT_MIN_EFFECT
 
 DEFAULT_REPEAT = 8  # pairs: with the control processes, the default sweep fits 15 min on 2 cores
 DEFAULT_BUDGET = 900.0  # seconds: the default sweep on a 2-core CPU within 15 min

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from benches.engine import envinfo, results
-from reports.records import RUN, RecordError, RunFile
+from reports.schema.records import RUN, RecordError, RunFile
 
 DEFAULT_RUNS = envinfo.ROOT / "reports" / "runs"
 

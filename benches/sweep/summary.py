@@ -9,10 +9,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from reports import analysis
-from reports.page_records import CaseMemory, Page
-from reports.row_parts import Summary
-from reports.verdicts import ratio_text
+from reports.judge.verdicts import ratio_text
+from reports.page import analysis
+from reports.schema.page_records import CaseMemory, Page
+from reports.schema.row_parts import Summary
 
 
 def _ms(seconds: float | None) -> str:

@@ -9,9 +9,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from reports import stats
-from reports.records import Entry, Paired, RecordError, Row
-from reports.row_parts import GradCheck, Summary
+from reports.judge import stats
+from reports.schema.records import Entry, Paired, RecordError, Row
+from reports.schema.row_parts import GradCheck, Summary
 
 RESULTS = "results.jsonl"
 PHASES = ("reset", "forward", "backward", "update", "window", "sync")  # sync: DDP only
@@ -47,7 +47,7 @@ CASE_KEY = (
 )
 SCHEMA_VERSION = 2  # 2: paired overhead per row, held/peak memory, no baseline case
 # a row's paired samples of its loop against another loop of the same strategy in one process,
-# (this loop's windows, the other loop's): the engine writes them, reports.verdicts judges them
+# (this loop's windows, the other loop's): the engine writes them, judge.verdicts judges them
 LOOP_SAMPLES = {
     "grad_sync": ("flavour_window", "reference_flavour_window"),  # its flavour against every
     "settings": ("setting_window", "other_setting_window"),  # against --compare-settings'

@@ -1,7 +1,7 @@
 """``python -m reports build DIR``: DIR/index.html, one self-contained file.
 
 Inline CSS and inline SVG charts (matplotlib), no script, nothing fetched: the page opens from
-disk, offline, and can be mailed as one file. What it says is computed in ``reports.analysis``.
+disk, offline, and can be mailed as one file. What it says is computed in ``reports.page.analysis``.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from typing import Any
 import jinja2
 from markupsafe import Markup, escape
 
-from reports import analysis, charts, verdicts
-from reports.page_records import Page
+from reports.judge import verdicts
+from reports.page import analysis, charts
+from reports.schema.page_records import Page
 
 TEMPLATES = Path(__file__).with_name("templates")
 TEMPLATE = TEMPLATES / "report.html.j2"

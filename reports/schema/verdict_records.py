@@ -1,6 +1,6 @@
 """The typed records of what the report judged, and the one reader and writer of each file.
 
-    Entry (reports.records) --verdicts--> GroupNoise, Comparison, CaseOverhead, Growth
+    Entry (reports.schema.records) --verdicts--> GroupNoise, Comparison, CaseOverhead, Growth
         --> VerdictFile (verdicts.json)
     two runs' entries --compare--> RunComparison --> CompareFile (compare.json)
 
@@ -9,8 +9,9 @@ is an AttributeError at once (slots). Each file's ``from_json`` reads it (an unk
 field is a one-line ``RecordError``; ``gate`` only checks a file's shape first, for its one-line
 errors) and its ``to_json``/``write`` writes it. K and N are ``k`` and ``n``.
 
-This module imports only the standard library and ``reports.records``; the rules that fill the
-records are in ``reports.verdicts`` (words), ``reports.leaks`` (growth) and ``reports.compare``.
+This module imports only the standard library and ``reports.schema.records``; the rules that
+fill the records are in ``reports.judge.verdicts`` (words), ``reports.judge.leaks`` (growth)
+and ``reports.regressions.compare``.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Self
 
-from reports.records import Paired, RecordError, build, field_names, write_json
+from reports.schema.records import Paired, RecordError, build, field_names, write_json
 
 VERDICTS_SCHEMA_VERSION = 1  # of verdicts.json and compare.json (rows: rows.SCHEMA_VERSION)
 VERDICTS = "verdicts.json"
@@ -253,7 +254,7 @@ class CaseOverhead:
         return cls(**{key: data[key] for key in head}, paired=paired)
 
 
-GROWTH = (  # a measured growth verdict's figures, bytes per window (reports.leaks)
+GROWTH = (  # a measured growth verdict's figures, bytes per window (reports.judge.leaks)
     "growth_bytes_per_window",
     "plain_growth_bytes_per_window",
     "strategy_growth_bytes_per_window",
@@ -265,7 +266,7 @@ GROWTH = (  # a measured growth verdict's figures, bytes per window (reports.lea
 
 @dataclass(frozen=True, slots=True)
 class Growth:
-    """A case's memory growth per window and its word (``reports.leaks``): ``leaks``,
+    """A case's memory growth per window and its word (``reports.judge.leaks``): ``leaks``,
     ``steady``, or ``unmeasured`` (then no figure)."""
 
     strategy: str

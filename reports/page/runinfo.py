@@ -9,10 +9,10 @@ import math
 from pathlib import Path
 from typing import Any
 
-from reports import verdicts
-from reports.page_records import TheRun, Wall, WallStep
-from reports.records import RecordError, Row, RunFile, UnreadableFile
-from reports.rows import RESULTS, SchemaError, first_row, process_of
+from reports.judge import verdicts
+from reports.judge.rows import RESULTS, SchemaError, first_row, process_of
+from reports.schema.page_records import TheRun, Wall, WallStep
+from reports.schema.records import RecordError, Row, RunFile, UnreadableFile
 
 
 def run_info(directory: Path) -> RunFile:

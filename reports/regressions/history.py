@@ -7,8 +7,8 @@ fetched, so it opens from disk on a machine without internet, where asv's own si
 
 Per benchmark, one chart of every parameter set's value over commits; between consecutive
 commits of a series a verdict word, ``lower``, ``higher``, ``same`` or ``unclear``, decided by
-``reports.verdicts.decide`` (the one place a verdict is decided) with one of these rules, and the
-page names the rule beside every verdict:
+``reports.judge.verdicts.decide`` (the one place a verdict is decided) with one of these rules,
+and the page names the rule beside every verdict:
 
 - **paired** (unit ``ratio``: a strategy's window over the plain loop's, in one process): the
   step's ratio r = after / before against ``t = max(min_effect, noise floor)``; the floor is the
@@ -42,8 +42,9 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from reports import charts, stats, verdicts
-from reports.asv_results import (  # noqa: F401 (re-exported: the page's readers use them)
+from reports.judge import stats, verdicts
+from reports.page import charts
+from reports.regressions.asv_results import (  # noqa: F401 (re-exported: the page's readers use them)
     BENCHMARKS,
     MACHINE,
     RESULTS,
@@ -473,7 +474,7 @@ def write(
     asv_dir: str | Path, min_effect: float = verdicts.DEFAULT_MIN_EFFECT
 ) -> tuple[Path, dict]:
     """Write ASV_DIR/history.html; return its path and what it shows."""
-    from reports.build import environment
+    from reports.page.build import environment
 
     asv_dir = Path(asv_dir)
     page = history_page(asv_dir, min_effect)

@@ -8,8 +8,10 @@ import dataclasses
 import statistics
 from pathlib import Path
 
-from reports import leaks, profile, stats, targets, verdicts
-from reports.page_records import (
+from reports.judge import leaks, stats, targets, verdicts
+from reports.judge.rows import REFERENCE, memory_note, strategy_order
+from reports.page import profile
+from reports.schema.page_records import (
     CaseLine,
     CaseMemory,
     CoreOverhead,
@@ -19,10 +21,9 @@ from reports.page_records import (
     ProcessLine,
     TimelineLine,
 )
-from reports.records import Entry, Row
-from reports.row_parts import Collectives, GradCheck, Summary
-from reports.rows import REFERENCE, memory_note, strategy_order
-from reports.verdict_records import VerdictFile
+from reports.schema.records import Entry, Row
+from reports.schema.row_parts import Collectives, GradCheck, Summary
+from reports.schema.verdict_records import VerdictFile
 
 
 def _median(values: list[float]) -> float | None:

@@ -24,11 +24,11 @@ from collections import defaultdict
 from itertools import combinations
 from typing import Any
 
-from reports import leaks, stats
-from reports.records import CaseNoise, Entry, Paired, Row
-from reports.row_parts import LoopRatio
-from reports.rows import LOOP_SAMPLES, process_of, spell
-from reports.verdict_records import (
+from reports.judge import leaks, stats
+from reports.judge.rows import LOOP_SAMPLES, process_of, spell
+from reports.schema.records import CaseNoise, Entry, Paired, Row
+from reports.schema.row_parts import LoopRatio
+from reports.schema.verdict_records import (
     CaseOverhead,
     Comparison,
     ErrorControl,

@@ -9,11 +9,11 @@ import math
 from pathlib import Path
 from typing import Any
 
-from reports import leaks, stats, verdicts
-from reports.page_records import Answer, Pick, Reference, Slope, SlopePoint
-from reports.records import Entry, RecordError, RunFile
-from reports.rows import memory_note, strategy_order
-from reports.verdict_records import Verdict, VerdictFile
+from reports.judge import leaks, stats, verdicts
+from reports.judge.rows import memory_note, strategy_order
+from reports.schema.page_records import Answer, Pick, Reference, Slope, SlopePoint
+from reports.schema.records import Entry, RecordError, RunFile
+from reports.schema.verdict_records import Verdict, VerdictFile
 
 
 def default_case(run: RunFile, entries: list[Entry]) -> tuple[int, int] | None:
@@ -173,7 +173,7 @@ def advice(result: Answer, entries: list[Entry], k: int) -> str:
     return text + "."
 
 
-SAMPLES = Path(__file__).resolve().parent / "samples"  # committed full sweeps (git-tracked)
+SAMPLES = Path(__file__).resolve().parents[1] / "samples"  # committed full sweeps (git-tracked)
 FULL_K, FULL_N = "--accumulate 1,4", "--live-tensors 0,100000"  # the default sweep's axes
 
 

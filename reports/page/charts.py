@@ -16,8 +16,8 @@ from typing import Any
 import matplotlib
 from matplotlib.figure import Figure
 
-from reports.page_records import CaseLine, ErrorLine, Slope, TimelineLine
-from reports.verdict_records import Comparison
+from reports.schema.page_records import CaseLine, ErrorLine, Slope, TimelineLine
+from reports.schema.verdict_records import Comparison
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
 LINESTYLES = ("-", "--", "-.", ":")

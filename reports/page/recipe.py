@@ -1,7 +1,7 @@
 """The training loop's side of a report: which precision the tables show, the window
 gradient's error against K per strategy and precision, the gradient checks per precision, the
 recipe every case ran with (optimizer, clip norm, compile, options, compile time, MFU), and the
-``--compare-settings`` comparisons. Plain data, like ``reports.analysis``, which calls these.
+``--compare-settings`` comparisons. Plain data, like ``reports.page.analysis``, which calls these.
 """
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from reports.page_records import (
+from reports.judge.rows import accepted, strategy_order
+from reports.schema.page_records import (
     CheckSummary,
     CompileTime,
     ErrorLine,
@@ -18,10 +19,9 @@ from reports.page_records import (
     SettingLine,
     StrategyOptions,
 )
-from reports.records import Entry, Row
-from reports.row_parts import ErrorFigures
-from reports.rows import accepted, strategy_order
-from reports.verdict_records import VerdictFile
+from reports.schema.records import Entry, Row
+from reports.schema.row_parts import ErrorFigures
+from reports.schema.verdict_records import VerdictFile
 
 
 def main_precision(entries) -> str:

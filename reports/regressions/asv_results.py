@@ -3,7 +3,7 @@
 ``ASV_DIR/results/benchmarks.json`` says what each benchmark is (parameters, unit, version);
 ``ASV_DIR/results/<machine>/<hash>-<env>.json`` holds one commit's figures: the value per
 parameter set, asv's statistics (99% CI, quartiles) and, with ``--record-samples``, the raw
-samples (one per process for a paired track). ``reports.history`` judges and draws them.
+samples (one per process for a paired track). ``reports.regressions.history`` judges and draws them.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
     run.json ------RunFile.read--> RunFile
     results.jsonl --rows.read--> Row --rows.pooled--> Entry (a case over its processes, with
-        its Paired ratio) --verdicts--> the records of ``reports.verdict_records``
+        its Paired ratio) --verdicts--> the records of ``reports.schema.verdict_records``
 
 A field's meaning is written where the field is defined, here. A record's attribute that does
 not exist is an AttributeError at once (slots), never a silent ``None`` from ``.get``. The JSON
@@ -11,7 +11,7 @@ name per thing in the records: K and N are ``k`` and ``n`` in an Entry, though r
 ``accumulate`` and ``live_tensors`` (``rows.pooled`` maps them).
 
 This module imports only the standard library; the rules that fill the records are in
-``reports.rows`` (reading and pooling rows) and ``reports.stats`` (paired ratios).
+``reports.judge.rows`` (reading and pooling rows) and ``reports.judge.stats`` (paired ratios).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from reports.row_parts import (
+from reports.schema.row_parts import (
     PARTS,
     Collectives,
     CostModel,

@@ -20,9 +20,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from reports.page_records import CaseLine, CaseProfile, Profiles
-from reports.records import Entry, Row
-from reports.rows import strategy_order
+from reports.judge.rows import strategy_order
+from reports.schema.page_records import CaseLine, CaseProfile, Profiles
+from reports.schema.records import Entry, Row
 
 PHASES = ("reset", "forward", "backward", "update")
 TOP = 8  # operators per phase in the "where it went" table

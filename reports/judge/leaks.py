@@ -29,9 +29,9 @@ from __future__ import annotations
 import dataclasses
 import statistics
 
-from reports.records import Entry, Row
-from reports.rows import memory_note
-from reports.verdict_records import Growth, VerdictFile
+from reports.judge.rows import memory_note
+from reports.schema.records import Entry, Row
+from reports.schema.verdict_records import Growth, VerdictFile
 
 LEAK_BYTES = 64 * 2**10  # per window, beyond the plain loop's growth in the same process
 LEAK_WINDOWS = 4  # the fewest windows a slope is judged over

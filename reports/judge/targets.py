@@ -3,11 +3,11 @@ and its limit, and each can fail."""
 
 from __future__ import annotations
 
-from reports import rows, verdicts
-from reports.page_records import Target
-from reports.records import Entry, Paired
-from reports.row_parts import GradCheck
-from reports.verdict_records import Comparison, Verdict, VerdictFile
+from reports.judge import rows, verdicts
+from reports.schema.page_records import Target
+from reports.schema.records import Entry, Paired
+from reports.schema.row_parts import GradCheck
+from reports.schema.verdict_records import Comparison, Verdict, VerdictFile
 
 OVERHEAD_MAX, OVERHEAD_CI_MAX = 1.03, 1.05
 GLOBAL_GROWTH_MIN, BLOCK_GROWTH_MAX = 1.5, 1.2

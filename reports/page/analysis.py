@@ -13,10 +13,11 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from reports import profile, targets, verdicts
-from reports.answer import answer, default_case, full_sweep, reset_slopes, unseen
-from reports.page_records import Page, shallow
-from reports.recipe import (
+from reports.judge import targets, verdicts
+from reports.judge.rows import pooled, read, strategy_order
+from reports.page import profile
+from reports.page.answer import answer, default_case, full_sweep, reset_slopes, unseen
+from reports.page.recipe import (
     check_summary,
     error_table,
     main_precision,
@@ -24,10 +25,8 @@ from reports.recipe import (
     recipe,
     settings_table,
 )
-from reports.records import RunFile
-from reports.rows import pooled, read, strategy_order
-from reports.runinfo import min_effect_of, run_info, the_run
-from reports.tables import (
+from reports.page.runinfo import min_effect_of, run_info, the_run
+from reports.page.tables import (
     case_table,
     core_overheads,
     cost_table,
@@ -36,7 +35,9 @@ from reports.tables import (
     main_flavour,
     timelines,
 )
-from reports.verdict_records import VerdictFile
+from reports.schema.page_records import Page, shallow
+from reports.schema.records import RunFile
+from reports.schema.verdict_records import VerdictFile
 
 
 def judge_sweep(entries, run: RunFile, main: dict[str, Any]) -> tuple[VerdictFile, VerdictFile]:

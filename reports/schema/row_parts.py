@@ -10,7 +10,7 @@ A record inside a part (a ``Summary`` of a phase, a memory ``Timeline``) is name
 class's ``NESTED``; ``Row.phases`` maps each phase to its ``Summary``. Kept as plain JSON,
 because their keys are data, not fields: the cost model's counts, coefficients and terms (named
 by ``benches.engine.costmodel``, listed as they are), a profile's per-role, per-phase operator
-tables (``benches.engine.profiling.median_window``, read by ``reports.profile`` only), and a
+tables (``benches.engine.profiling.median_window``, read by ``reports.page.profile`` only), and a
 row's ``samples``, ``wall_s`` and ``env`` (keyed by phase, step and fact).
 
 This module imports only the standard library.
@@ -37,7 +37,7 @@ def part_to_json(part: Any) -> Any:
 
 @dataclass(slots=True)
 class Summary:
-    """A series of seconds summarised (``reports.stats.summarize``): a phase's windows, the
+    """A series of seconds summarised (``reports.judge.stats.summarize``): a phase's windows, the
     plain loop's, a reset's. An empty series has ``n`` 0 and nothing else."""
 
     n: int = 0

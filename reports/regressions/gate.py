@@ -1,7 +1,7 @@
 """``python -m reports gate FILE``: a CI verdict from ``compare.json`` or ``verdicts.json``.
 
 Exit 1 when any selected comparison has the ``--fail-on`` verdict (default ``higher``), or a
-strategy gated ``leaks`` (``reports.leaks``), one line per offender; 0 otherwise, also when no
+strategy gated ``leaks`` (``reports.judge.leaks``), one line per offender; 0 otherwise, also when no
 comparison of the asked metric matched (said in one line); 2 on a bad or malformed file, a
 ``--pair`` name absent from the file, a file with no comparison (two runs with no case in
 common), or a bad argument (``reports.__main__`` turns ``GateError`` into that).
@@ -18,9 +18,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from reports import leaks
-from reports.records import RecordError
-from reports.verdict_records import (
+from reports.judge import leaks
+from reports.judge.verdicts import METRICS, ratio_text
+from reports.schema.records import RecordError
+from reports.schema.verdict_records import (
     COMPARE,
     VERDICTS,
     WORDS,
@@ -29,7 +30,6 @@ from reports.verdict_records import (
     Growth,
     VerdictFile,
 )
-from reports.verdicts import METRICS, ratio_text
 
 
 class GateError(ValueError):

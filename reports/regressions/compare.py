@@ -5,7 +5,7 @@ have, run B's process figures (each process's paired overhead) against run A's
 (``verdicts.compare_time``: one Student-t interval, with the between-process variance of the
 case's group pooled over both runs, widened by the variance between runs that the spread of
 all the cases' changes shows: ``stats.between_runs``), and a verdict word by the rule of
-``reports.verdicts``, the error rate controlled over every case compared. Raw windows of the
+``reports.judge.verdicts``, the error rate controlled over every case compared. Raw windows of the
 two runs are never compared for a verdict: they ran in different processes, often minutes
 apart, where identical code differs by 1.5-4x. Absolute medians are shown as context only
 (a change that slows the plain loop and the strategy alike, a torch upgrade say, shows there).
@@ -18,12 +18,13 @@ import json
 import math
 from pathlib import Path
 
-from reports import charts, leaks, runinfo, stats, verdicts
-from reports.build import environment
-from reports.page_records import CompareLine, ComparePage, PhasePair, Side, shallow
-from reports.records import Entry
-from reports.rows import PHASES, SWEEP_IDENTITY, first_row, pooled, read, strategy_order
-from reports.verdict_records import (
+from reports.judge import leaks, stats, verdicts
+from reports.judge.rows import PHASES, SWEEP_IDENTITY, first_row, pooled, read, strategy_order
+from reports.page import charts, runinfo
+from reports.page.build import environment
+from reports.schema.page_records import CompareLine, ComparePage, PhasePair, Side, shallow
+from reports.schema.records import Entry
+from reports.schema.verdict_records import (
     WORDS,
     BetweenRuns,
     CompareFile,

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from reports.records import Entry, Paired, Row, RunFile
-from reports.row_parts import Collectives, ErrorFigures, GradCheck, Json, Summary, Timeline
-from reports.verdict_records import (
+from reports.schema.records import Entry, Paired, Row, RunFile
+from reports.schema.row_parts import Collectives, ErrorFigures, GradCheck, Json, Summary, Timeline
+from reports.schema.verdict_records import (
     BetweenRuns,
     Comparison,
     Growth,
