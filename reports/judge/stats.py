@@ -42,12 +42,16 @@ def median_ci(samples: Sequence[float], confidence: float = CONFIDENCE) -> tuple
     n = len(xs)
     if n == 0:
         return (math.nan, math.nan)
-    best = 1
+    # coverage(j) = sum of C(n, i) for i in [j, n - j] over 2^n = (2^n - 2 * lower tail) / 2^n:
+    # the tail grows by one term per j (exact integers, O(n); a sum per j was O(n^2) and took
+    # a minute at the 6,000 pooled samples of a --quick sweep's rotated strategies)
+    total, tail, term, best = 2**n, 0, 1, 1  # term = C(n, j - 1)
     for j in range(1, n // 2 + 1):
-        coverage = sum(math.comb(n, i) for i in range(j, n - j + 1)) / 2**n
-        if coverage < confidence:
+        tail += term
+        if (total - 2 * tail) / total < confidence:
             break
         best = j
+        term = term * (n - j + 1) // j
     return (xs[best - 1], xs[n - best])
 
 
