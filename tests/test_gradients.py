@@ -8,6 +8,7 @@ import torch
 
 from benches.engine import bound, gradients, training
 from benches.workloads import protocol
+from reports.schema.row_parts import given
 
 
 def micro_grads(workload, batches, tokens) -> list[dict[str, torch.Tensor]]:
@@ -43,7 +44,7 @@ def test_bf16_sums_pass_and_a_lost_micro_batch_or_window_fails(k):
     tolerance = training.grad_tolerance("bf16", k)
 
     def check(got):
-        return gradients.accepted(got, expected, same_order, tolerance)
+        return given(gradients.accepted(got, expected, same_order, tolerance))
 
     in_bf16 = summed(parts)  # native, block, lazy, ...: .grad is the sum
     assert check(in_bf16)["ok"]

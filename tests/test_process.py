@@ -19,7 +19,7 @@ from benches.sweep.arguments import UsageError, resolve
 from benches.sweep.options import build_parser
 from reports.judge import verdicts
 from reports.schema.records import CaseNoise, Row
-from reports.schema.row_parts import CpuPressure, ProcessFigures
+from reports.schema.row_parts import CpuPressure, ProcessFigures, given
 
 ROOT = Path(__file__).resolve().parent.parent
 # a launcher whose child starts a grandchild in a session of its own, as torchrun starts ranks
@@ -60,7 +60,7 @@ def test_process_figures_over_some_work():
     block = bytearray(64 * 2**20)  # 64 MiB touched: RSS and USS grow by it
     block[::4096] = b"x" * len(block[::4096])
     figures.sample()
-    out = figures.figures()
+    out = given(figures.figures())
     assert out["user_s"] + out["system_s"] >= 0.15
     assert out["uss_peak_bytes"] >= 64 * 2**20 and out["rss_peak_bytes"] >= out["uss_peak_bytes"]
     assert out["rss_final_bytes"] == out["rss_peak_bytes"]

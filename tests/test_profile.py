@@ -21,6 +21,7 @@ from benches.engine.runner import PairedRunner
 from benches.engine.spec import CaseSpec
 from reports.page import profile as report_profile
 from reports.schema.page_records import CaseLine
+from reports.schema.row_parts import Profile, given
 
 SIGNED = ("native", "block", "foreach", "lazy", "flat", "global")
 
@@ -37,7 +38,9 @@ def _profiled(strategy: str, trace: Path, pairs: int = 2) -> dict:
         runner = PairedRunner(workload, spec.label)
         runner.strategy.window(*data[0])
         runner.add_plain()
-        out = profiling.profiled_pair(runner, *data[0], trace, 0, 1, pairs)
+        profiled = profiling.profiled_pair(runner, *data[0], trace, 0, 1, pairs)
+        assert isinstance(profiled, Profile)  # the row's record, made where it is measured
+        out = given(profiled)
         out["params"] = sum(1 for p in workload.model.parameters() if p.requires_grad)
         out["runner"] = runner
         out["data"] = data

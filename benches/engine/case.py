@@ -48,10 +48,21 @@ from benches.engine.growth import (
     per_window,
     plain_footprint,
 )
+from benches.engine.results import row_json
 from benches.engine.runner import PHASES, PairedRunner
 from benches.engine.spec import CaseSpec
 from benches.workloads import protocol
 from reports.judge.rows import LOOP_SAMPLES
+from reports.schema.records import Row
+from reports.schema.row_parts import (
+    ErrorFigures,
+    GradCheck,
+    Memory,
+    Profile,
+    Timeline,
+    given,
+    made,
+)
 
 __all__ = ["CaseSpec", "failed_measure", "main", "measure", "row_for", "run_case"]
 
@@ -62,7 +73,8 @@ USAGE = (
 
 
 def run_case(spec: CaseSpec) -> dict[str, Any] | None:
-    """Measure one case; under torchrun every rank measures and rank 0 returns the row."""
+    """Measure one case; under torchrun every rank measures and rank 0 returns the row's
+    measured fields, by name, each part a ``row_parts`` record (``row_for`` makes the row)."""
     rank, _, world = distributed.ranks()
     wall = Wall()  # where the case's time goes, step by step (the row's ``wall_s``)
     workload = setup(spec)
@@ -84,7 +96,9 @@ def run_case(spec: CaseSpec) -> dict[str, Any] | None:
     )
     del references
     wall.lap("gradient_check")
-    samples, context, collectives = timed_pairs(spec, runner, workload, timed, counter, wall)
+    samples, context, process_figures, collectives = timed_pairs(
+        spec, runner, workload, timed, counter, wall
+    )
     if parallel.sharded:
         samples.update(flavour_pairs(spec, runner, timed))
     other_compile_s = other_settings(spec, runner, timed, samples)
@@ -97,17 +111,18 @@ def run_case(spec: CaseSpec) -> dict[str, Any] | None:
     runner.close()
     del runner
     gc.collect()
-    held_peak = {} if spec.time_only else memory_figures(workload, spec, data, parallel, rank)
+    held_peak = (
+        made(Memory) if spec.time_only else memory_figures(workload, spec, data, parallel, rank)
+    )
     wall.lap("memory_pass")
     if spec.parallel != "none":
         samples = distributed.slowest(samples, world)
         held_peak = distributed.largest(held_peak, world)
-        context["process"] = distributed.busiest(context["process"], world)
+        process_figures = distributed.busiest(process_figures, world)
         torch.distributed.destroy_process_group()
         if rank != 0:
             return None
-    process_figures = context.pop("process")  # psutil's view of the timed pairs
-    memory_row = {**held_peak, **context}
+    memory_row = made(Memory, **given(held_peak), **given(context))
     measured = measured_part(spec, workload, samples, check, memory_row, collectives)
     wall.lap("teardown")
     return {
@@ -186,11 +201,13 @@ def case_data(workload: bound.Bound, rank: int, world: int) -> tuple[list, list]
     return data, references
 
 
-def check_gradients(spec, runner, workload, data, references, parallel) -> tuple[dict, dict]:
+def check_gradients(
+    spec, runner, workload, data, references, parallel
+) -> tuple[GradCheck, dict[str, ErrorFigures]]:
     """The strategy's windows against the reference (a failure raises: the case fails); the
-    check's figures and the first window's error figures."""
+    check's figures and the first window's error figures (by the row's field names)."""
     world = spec.world_size
-    check = gradients.check_windows(
+    check, errors = gradients.check_windows(
         runner.strategy,
         workload,
         data,
@@ -199,16 +216,18 @@ def check_gradients(spec, runner, workload, data, references, parallel) -> tuple
         parallel,
     )
     if spec.parallel != "none":
-        check = distributed.worst_check(check, world)
-    if not check["ok"]:
+        check, errors = distributed.worst_check(check, errors, world)
+    if not check.ok:
         raise gradients.GradientCheckError(gradients.failure(check))
-    errors = {key: check.pop(key, None) for key in ("accumulation_error", "total_error")}
     return check, errors
 
 
-def timed_pairs(spec, runner, workload, timed, counter, wall: Wall) -> tuple[dict, dict, list]:
+def timed_pairs(
+    spec, runner, workload, timed, counter, wall: Wall
+) -> tuple[dict, Memory, Any, list]:
     """The plain loop beside the strategy's, warm-up, then ``repeat`` timed pairs: the samples
-    of every phase, the memory context (RSS, growth per window) and the collectives per window."""
+    of every phase, the memory context (RSS, growth per window), psutil's figures of the
+    process and the collectives per window."""
     recipe = spec.recipe
     runner.add_plain()
     if recipe.compile:
@@ -246,22 +265,22 @@ def timed_pairs(spec, runner, workload, timed, counter, wall: Wall) -> tuple[dic
     peak_rss = memory.status_bytes("VmHWM") if hwm_reset else None
     plain = [] if spec.time_only else plain_footprint(runner, workload, timed)
     wall.lap("plain_growth")
-    context = {
-        "rss_after_setup_bytes": rss_after_setup,
-        "peak_rss_bytes": peak_rss,
-        "peak_rss_is_since_setup": hwm_reset,
+    context = made(
+        Memory,
+        rss_after_setup_bytes=rss_after_setup,
+        peak_rss_bytes=peak_rss,
+        peak_rss_is_since_setup=hwm_reset,
         # the process's growth per pair (one window of the strategy, one of the plain loop),
         # and the plain loop's own over windows of its own after the pairs, in this process
-        "growth_bytes_per_window": per_window(footprint),
-        "growth_windows": len(footprint) - 1,
-        "growth_readings": footprint,
-        "plain_growth_bytes_per_window": per_window(plain) if plain else None,
-        "plain_growth_windows": max(0, len(plain) - 1),
-        "plain_growth_readings": plain,
-        "growth_measure": growth_measure(workload.device),
-        "process": process_figures,
-    }
-    return samples, context, collectives
+        growth_bytes_per_window=per_window(footprint),
+        growth_windows=len(footprint) - 1,
+        growth_readings=footprint,
+        plain_growth_bytes_per_window=per_window(plain) if plain else None,
+        plain_growth_windows=max(0, len(plain) - 1),
+        plain_growth_readings=plain,
+        growth_measure=growth_measure(workload.device),
+    )
+    return samples, context, process_figures, collectives
 
 
 def other_settings(spec: CaseSpec, runner: PairedRunner, timed, samples: dict) -> float | None:
@@ -289,7 +308,9 @@ def cost_counts(spec: CaseSpec, runner: PairedRunner, workload, timed) -> dict[s
     }
 
 
-def profile_pair(spec: CaseSpec, runner: PairedRunner, timed, rank: int, world: int):
+def profile_pair(
+    spec: CaseSpec, runner: PairedRunner, timed, rank: int, world: int
+) -> Profile | None:
     """``--profile``: one window of each loop under torch.profiler, after the timed pairs and
     off their clock (``benches.engine.profiling``); None without the flag, and for the
     control's extra processes and time-only ones (they measure noise or time only)."""
@@ -297,8 +318,8 @@ def profile_pair(spec: CaseSpec, runner: PairedRunner, timed, rank: int, world: 
         return None
     trace = Path(spec.out_dir) / "traces" / f"{spec.case_id}.json.gz"
     profiled = profiling.profiled_pair(runner, *timed[0], trace, rank, world)
-    if profiled.get("trace"):
-        profiled["trace"] = str(trace.relative_to(spec.out_dir))
+    if profiled is not None and profiled.trace:
+        profiled.trace = str(trace.relative_to(spec.out_dir))
     return profiled
 
 
@@ -341,7 +362,7 @@ def flavour_pairs(spec: CaseSpec, runner: PairedRunner, timed) -> dict[str, list
     return out
 
 
-def memory_figures(workload, spec: CaseSpec, data, parallel, rank: int) -> dict[str, Any]:
+def memory_figures(workload, spec: CaseSpec, data, parallel, rank: int) -> Memory:
     """The memory pass, for the strategy and for the plain loop; memray's flamegraph if asked."""
     directory = Path(spec.out_dir) / "memray"
     directory.mkdir(parents=True, exist_ok=True)
@@ -359,31 +380,37 @@ def memory_figures(workload, spec: CaseSpec, data, parallel, rank: int) -> dict[
         mine = memory.memory_pass(
             workload, spec.label, data, capture, parallel, spec.grad_sync, extra
         )
-        figures: dict[str, Any] = {
-            "held_bytes": mine["held_bytes"],
-            "peak_bytes": mine["peak_bytes"],
-            "peak_method": mine["peak_method"],
-            "plain_held_bytes": plain["held_bytes"],
-            "plain_peak_bytes": plain["peak_bytes"],
+        figures = made(
+            Memory,
+            held_bytes=mine["held_bytes"],
+            peak_bytes=mine["peak_bytes"],
+            peak_method=mine["peak_method"],
+            plain_held_bytes=plain["held_bytes"],
+            plain_peak_bytes=plain["peak_bytes"],
             # this rank's share: a sharded parameter counts its local shard
-            "param_bytes": memory.storage_bytes(workload.model.parameters()),
-            "memory_windows": memory.MEMORY_WINDOWS,
-            "timeline": mine["timeline"],
-            "plain_timeline": plain["timeline"],
-            "memray_flamegraph": None,
-        }
+            param_bytes=memory.storage_bytes(workload.model.parameters()),
+            memory_windows=memory.MEMORY_WINDOWS,
+            timeline=timeline(mine["timeline"]),
+            plain_timeline=timeline(plain["timeline"]),
+            memray_flamegraph=None,
+        )  # memray_capture only with --keep-captures
         # a flamegraph page is ~4.5 MB (memray's viewer): none for the control's extra processes
         if spec.memray and capture.exists() and rank == 0 and not spec.control:
             page = directory / f"{spec.case_id}.html"
             if memory.flamegraph(capture, page):
-                figures["memray_flamegraph"] = str(page.relative_to(spec.out_dir))
+                figures.memray_flamegraph = str(page.relative_to(spec.out_dir))
         if spec.keep_captures and capture.exists():
-            figures["memray_capture"] = str(capture.relative_to(spec.out_dir))
+            figures.memray_capture = str(capture.relative_to(spec.out_dir))
         return figures
     finally:
         plain_capture.unlink(missing_ok=True)
         if not spec.keep_captures:
             capture.unlink(missing_ok=True)
+
+
+def timeline(figures: dict[str, Any] | None) -> Timeline | None:
+    """A window's memory over time (``memory.memory_pass``'s), as the row's record."""
+    return None if figures is None else made(Timeline, **figures)
 
 
 def main(argv: list[str]) -> int:
@@ -405,12 +432,13 @@ def main(argv: list[str]) -> int:
     if row is not None:
         out_path = Path(argv[1])
         tmp = out_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(row, default=str))
+        rows = [row_json(r) for r in row] if isinstance(row, list) else row_json(row)
+        tmp.write_text(json.dumps(rows, default=str))
         os.replace(tmp, out_path)  # the parent sees a whole row or none
     return code
 
 
-def run_rotated(spec: CaseSpec) -> list[dict[str, Any]]:
+def run_rotated(spec: CaseSpec) -> list[Row]:
     """A time-only process of every strategy of ``spec.rotation`` (``engine.rotation``): one row
     per strategy, each shaped as a time-only case's, all with this process's ``process_id``
     and its wall time shared out among them."""
@@ -427,13 +455,13 @@ def run_rotated(spec: CaseSpec) -> list[dict[str, Any]]:
         mine = dataclasses.replace(
             spec, strategy=name, options=options, process_id=spec.case_id, time_only=True
         )
-        part = measured_part(mine, workload, measured["samples"][label], None, {}, [])
+        part = measured_part(mine, workload, measured["samples"][label], None, made(Memory), [])
         extra = {"process": measured["process"], "build_order": measured["build_order"]}
         rows.append(row_for(mine, {**part, **extra, "wall_s": share, "compile_s": None}))
     return rows
 
 
-def measure_rotated(spec: CaseSpec) -> tuple[list[dict[str, Any]], int]:
+def measure_rotated(spec: CaseSpec) -> tuple[list[Row], int]:
     """A rotated process's rows and the exit code; a failure is one failed row of the spec's."""
     try:
         return run_rotated(spec), 0
@@ -442,7 +470,7 @@ def measure_rotated(spec: CaseSpec) -> tuple[list[dict[str, Any]], int]:
         return [row_for(spec, failed_measure(error_line(err)))], 1
 
 
-def measure(spec: CaseSpec) -> tuple[dict[str, Any] | None, int]:
+def measure(spec: CaseSpec) -> tuple[Row | None, int]:
     """The case's row (None on ranks other than 0) and the exit code."""
     try:
         measured = run_case(spec)

@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from benches.engine.replicas import full, replica
+from reports.schema.row_parts import ErrorFigures, GradCheck, Memory, ProcessFigures, given, made
 
 PARALLEL = ("none", "ddp", "fsdp2", "hsdp")
 # the flavours of gradient synchronisation each kind can run (strategies.collector.GRAD_SYNCS)
@@ -216,11 +217,14 @@ def gather(value: Any, world: int) -> list[Any]:
     return gathered
 
 
-def worst_check(check: dict[str, Any], world: int) -> dict[str, Any]:
-    """The worst gradient check over ranks (every rank then knows whether to fail)."""
-    checks = gather(check, world)
-    worst = max(checks, key=lambda c: c["max_rel_diff"])
-    return {**worst, "ok": all(c["ok"] for c in checks)}
+def worst_check(
+    check: GradCheck, errors: dict[str, ErrorFigures], world: int
+) -> tuple[GradCheck, dict[str, ErrorFigures]]:
+    """The worst gradient check over ranks, with that rank's error figures (every rank then
+    knows whether to fail)."""
+    checks = gather((given(check), errors), world)
+    worst, worst_errors = max(checks, key=lambda c: c[0]["max_rel_diff"])
+    return made(GradCheck, **{**worst, "ok": all(c["ok"] for c, _ in checks)}), worst_errors
 
 
 def slowest(samples: dict[str, list], world: int) -> dict[str, list]:
@@ -235,19 +239,26 @@ def slowest(samples: dict[str, list], world: int) -> dict[str, list]:
     }
 
 
-def largest(memory: dict[str, Any], world: int) -> dict[str, Any]:
+def largest(memory: Memory, world: int) -> Memory:
     """Each memory figure's largest value over ranks; a figure no rank measured stays None."""
-    return _largest_of(memory, gather(memory, world))
+    mine = given(memory)
+    return made(Memory, **_largest_of(mine, gather(mine, world)))
 
 
-def busiest(figures: dict[str, Any], world: int) -> dict[str, Any]:
+def busiest(figures: ProcessFigures, world: int) -> ProcessFigures:
     """A process's figures (``process.TimedPairsProcess``) over ranks: each the largest, and
     every rank's cores (``rank_affinity``, rank by rank)."""
-    gathered = gather(figures, world)
-    return {**_largest_of(figures, gathered), "rank_affinity": [g["affinity"] for g in gathered]}
+    mine = given(figures)
+    gathered = gather(mine, world)
+    return made(
+        ProcessFigures,
+        **_largest_of(mine, gathered),
+        rank_affinity=[g["affinity"] for g in gathered],
+    )
 
 
 def _largest_of(mine: dict[str, Any], gathered: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each figure of ``mine`` (a record's given fields) the largest over ranks."""
     out = dict(mine)
     for key, value in mine.items():
         if isinstance(value, int | float) and not isinstance(value, bool):

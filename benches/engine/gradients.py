@@ -23,6 +23,8 @@ from typing import Any
 
 import torch
 
+from reports.schema.row_parts import ErrorFigures, GradCheck, given, made
+
 CHECK_WINDOWS = 3
 
 
@@ -101,10 +103,10 @@ def _compare(got: dict[str, torch.Tensor | None], expected: dict[str, torch.Tens
     return {"max_abs": max_abs, "max_rel": max_rel, "worst": worst, "norm_rel": norm_rel}
 
 
-def errors(got: dict[str, torch.Tensor | None], expected: dict[str, torch.Tensor]) -> dict:
+def errors(got: dict[str, torch.Tensor | None], expected: dict[str, torch.Tensor]) -> ErrorFigures:
     """``max_rel`` and ``norm_rel`` of a window's gradient against a float64 reference."""
     found = _compare(got, expected)
-    return {"max_rel": found["max_rel"], "norm_rel": found["norm_rel"]}
+    return made(ErrorFigures, max_rel=found["max_rel"], norm_rel=found["norm_rel"])
 
 
 def grad_check(got: dict[str, torch.Tensor | None], expected, tolerance: float) -> dict[str, Any]:
@@ -124,28 +126,29 @@ def accepted(
     expected: dict[str, torch.Tensor],
     same_order: dict[str, torch.Tensor] | None,
     tolerance: float,
-) -> dict[str, Any]:
+) -> GradCheck:
     """The window's check: within ``tolerance`` of the float64 sum, or (``same_order`` given)
     within ``training.SAME_ORDER_TOLERANCE`` of the sum in the gradient's dtype in autograd's
     order. The result names the reference that accepted it (or the float64 one's failure)."""
     from benches.engine.training import SAME_ORDER_TOLERANCE
 
-    result = grad_check(got, expected, tolerance)
-    result["accepted_by"] = "float64 sum" if result["ok"] else None
+    found = grad_check(got, expected, tolerance)
+    result = made(GradCheck, **found, accepted_by="float64 sum" if found["ok"] else None)
     if same_order is not None:
         order = grad_check(got, same_order, SAME_ORDER_TOLERANCE)
-        result["same_order_max_rel_diff"] = order["max_rel_diff"]
-        result["same_order_tolerance"] = SAME_ORDER_TOLERANCE
-        if order["ok"] and not result["ok"]:
-            result["ok"], result["accepted_by"] = True, "same-order sum"
+        result.same_order_max_rel_diff = order["max_rel_diff"]
+        result.same_order_tolerance = SAME_ORDER_TOLERANCE
+        if order["ok"] and not result.ok:
+            result.ok, result.accepted_by = True, "same-order sum"
     return result
 
 
 def check_windows(
     loop, workload, windows, references, tolerance: float, parallel=None
-) -> dict[str, Any]:
-    """Check the strategy's gradients over consecutive windows, stepping in between; the first
-    window's error figures (``accumulation_error``, ``total_error``) go into the result.
+) -> tuple[GradCheck, dict[str, ErrorFigures]]:
+    """Check the strategy's gradients over consecutive windows, stepping in between: the worst
+    window's check, and the first window's error figures (``accumulation_error``,
+    ``total_error``, by the row's field names).
 
     ``windows``: (batches, tokens) of this rank per window; ``references``: (batches, tokens)
     whose reference gradient the window must equal (the global batch under DDP or FSDP2). A
@@ -154,8 +157,8 @@ def check_windows(
     gradients of the reference go through the loop's own (compiled) module, and a window may
     also match their sum in the gradient's dtype (``accepted``).
     """
-    worst: dict[str, Any] | None = None
-    figures: dict[str, Any] = {}
+    worst: GradCheck | None = None
+    figures: dict[str, ErrorFigures] = {}
     ranks = parallel is not None and parallel.kind != "none"
     for w, ((batches, tokens), (every, every_tokens)) in enumerate(
         zip(windows, references, strict=True)
@@ -180,19 +183,21 @@ def check_windows(
                 "total_error": errors(got, total),
             }
         del expected, same_order, total, got
-        result["window"] = w + 1
+        result.window = w + 1
         # the worst window: a failed one first, then the largest difference
-        if worst is None or (not result["ok"], result["max_rel_diff"]) > (
-            not worst["ok"],
-            worst["max_rel_diff"],
+        if worst is None or (not result.ok, result.max_rel_diff) > (
+            not worst.ok,
+            worst.max_rel_diff,
         ):
             worst = result
         loop.update()
     assert worst is not None
-    return {**worst, "windows": len(windows), **figures}
+    worst.windows = len(windows)
+    return worst, figures
 
 
-def failure(check: dict[str, Any]) -> str:
+def failure(record: GradCheck) -> str:
+    check = given(record)
     order = (
         f" and from their sum in the gradient's dtype by {check['same_order_max_rel_diff']:.3g}"
         f" > {check['same_order_tolerance']:g}"

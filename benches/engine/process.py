@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Any
 
 import psutil
+
+from reports.schema.row_parts import ProcessFigures, made
 
 MEASURE = (
     "psutil, this process (under torchrun: the largest over ranks) over the timed pairs: CPU "
@@ -49,24 +50,25 @@ class TimedPairsProcess:
         self.rss.append(memory.rss)
         self.uss.append(memory.uss)
 
-    def figures(self) -> dict[str, Any]:
+    def figures(self) -> ProcessFigures:
         seconds = time.perf_counter() - self.started
         cpu, switches = self.proc.cpu_times(), self.proc.num_ctx_switches()
         involuntary = switches.involuntary - self.switches.involuntary
-        return {
-            "seconds": seconds,
-            "user_s": cpu.user - self.cpu.user,
-            "system_s": cpu.system - self.cpu.system,
-            "voluntary_switches": switches.voluntary - self.switches.voluntary,
-            "involuntary_switches": involuntary,
-            "involuntary_per_s": involuntary / seconds if seconds > 0 else None,
-            "rss_peak_bytes": max(self.rss, default=None),
-            "rss_final_bytes": self.rss[-1] if self.rss else None,
-            "uss_peak_bytes": max(self.uss, default=None),
-            "uss_final_bytes": self.uss[-1] if self.uss else None,
-            "affinity": affinity(),
-            "measure": MEASURE,
-        }
+        return made(
+            ProcessFigures,
+            seconds=seconds,
+            user_s=cpu.user - self.cpu.user,
+            system_s=cpu.system - self.cpu.system,
+            voluntary_switches=switches.voluntary - self.switches.voluntary,
+            involuntary_switches=involuntary,
+            involuntary_per_s=involuntary / seconds if seconds > 0 else None,
+            rss_peak_bytes=max(self.rss, default=None),
+            rss_final_bytes=self.rss[-1] if self.rss else None,
+            uss_peak_bytes=max(self.uss, default=None),
+            uss_final_bytes=self.uss[-1] if self.uss else None,
+            affinity=affinity(),
+            measure=MEASURE,
+        )
 
 
 def allowed_cores() -> list[int] | None:

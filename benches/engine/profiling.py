@@ -31,6 +31,8 @@ import torch
 from torch.autograd.profiler_util import EventList
 from torch.profiler import ProfilerActivity, profile, record_function
 
+from reports.schema.row_parts import Profile, made
+
 PREFIX = "zerograd/"
 PHASES = ("reset", "forward", "backward", "update")
 ROLES = ("strategy", "plain")
@@ -127,9 +129,9 @@ def pair_orders(pairs: int = PAIRS) -> list[tuple[str, ...]]:
 
 def profiled_pair(
     runner, batches, tokens: float, trace: Path, rank: int, world: int, pairs: int = PAIRS
-) -> dict:
+) -> Profile | None:
     """The profiled pairs, each its own profiler session, and their figures for the row (rank
-    0's; the other ranks run the same windows unprofiled and get {}). The first pair is the
+    0's; the other ranks run the same windows unprofiled and get None). The first pair is the
     trace; the row's figures are medians over every profiled pair (``pairs``: one when the
     first had over ``MANY_EVENTS``). A profiler that fails is the row's ``warning``, and the
     remaining pairs still run (unprofiled)."""
@@ -138,39 +140,43 @@ def profiled_pair(
     if rank != 0:
         for order in orders:
             run_pair(runner, batches, tokens, order)
-        return {}
-    out: dict[str, Any] = {
-        "activities": [a.name.lower() for a in activities(device)],
-        "pairs": len(orders),
-        "rank": 0,
-        "ranks_note": f"rank 0 of {world} profiled; the other ranks ran the same windows"
+        return None
+    out = made(
+        Profile,
+        activities=[a.name.lower() for a in activities(device)],
+        pairs=len(orders),
+        rank=0,
+        ranks_note=f"rank 0 of {world} profiled; the other ranks ran the same windows"
         if world > 1
         else None,
-        "how_to_open": HOW_TO_OPEN,
-        "warning": None,
-        "windows": None,
-    }
+        how_to_open=HOW_TO_OPEN,
+        warning=None,
+        windows=None,
+    )  # the trace's fields only once it is written
     sessions, events = [], []
     for i, order in enumerate(orders):
         # a first pair of many events (global's zero_ over 100,000 ballast tensors) is the only
         # one profiled: parsing is the profiler's cost; the other pairs still run
         more = i == 0 or len(events[0]) <= MANY_EVENTS
-        session = profile(activities=activities(device)) if more and not out["warning"] else None
+        session = profile(activities=activities(device)) if more and not out.warning else None
         try:
             run_pair(runner, batches, tokens, order, session)
             if session is not None:
                 events.append(session.events())  # each session's events on its own clock
                 sessions.append(session)
         except Exception as err:  # an old torch, no CUPTI: the case still runs
-            out["warning"] = _failure(err)
-    if out["warning"]:
+            out.warning = _failure(err)
+    if out.warning:
         return out
-    out["pairs"] = len(sessions)
+    out.pairs = len(sessions)
     try:
-        out["windows"] = {role: median_window(events, role, device) for role in ROLES}
-        out.update(write_trace(sessions[0], trace))
+        out.windows = {role: median_window(events, role, device) for role in ROLES}
+        traced = write_trace(sessions[0], trace)
     except Exception as err:
-        out["warning"] = _failure(err)
+        out.warning = _failure(err)
+        return out
+    for field, value in traced.items():
+        setattr(out, field, value)  # a field Profile does not have: AttributeError here
     return out
 
 

@@ -86,8 +86,9 @@ def run_one(
 def _failed(spec: CaseSpec, error: str, started: float) -> dict[str, Any]:
     """The row of a case that wrote none: its error, and how long it held the sweep."""
     from benches.engine.case import failed_measure, row_for
+    from benches.engine.results import row_json
 
-    row = row_for(spec, failed_measure(error))
+    row = row_json(row_for(spec, failed_measure(error)))
     row["wall_s"] = {"total": time.monotonic() - started}
     return row
 

@@ -25,11 +25,64 @@ from typing import Any, ClassVar
 Json = dict[str, Any]
 
 
+class _Absent:
+    """The value of a field a record made by the engine was not given: no key in its JSON
+    (a field given None is null). Falsy, and it pickles as itself (gathered over ranks)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __reduce__(self) -> str:
+        return "ABSENT"
+
+
+ABSENT: Any = _Absent()
+
+
+def made(cls, **given: Any):
+    """A record as the engine makes it where it measures: ``cls(**given)``, so a field the
+    record does not have is a TypeError at that line. A field with a default that it is not
+    given is ``ABSENT`` until set, and left out of its JSON: the engine's rows keep the keys
+    each kind of row has always had (a time-only row's memory has no memory-pass keys, a failed
+    row no figures). A record read from a file has every field."""
+    left = {
+        f.name: ABSENT
+        for f in dataclasses.fields(cls)
+        if f.name not in given
+        and (f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING)
+    }
+    return cls(**given, **left)
+
+
+def given(record: Any) -> Json:
+    """The fields of a record that are not ``ABSENT``, by name (to merge records)."""
+    return {
+        f.name: getattr(record, f.name)
+        for f in dataclasses.fields(record)
+        if getattr(record, f.name) is not ABSENT
+    }
+
+
+def written(data: Json) -> Json:
+    """A JSON object less its ``ABSENT`` values: ``records.Row.to_json`` of a row the engine
+    made, as it goes to disk."""
+    return {key: value for key, value in data.items() if value is not ABSENT}
+
+
 def part_to_json(part: Any) -> Any:
-    """A part's JSON object: its fields with their keys (a field never set is null), the
-    records inside it as theirs."""
+    """A part's JSON object: its fields with their keys (a field set to None is null, one
+    ``ABSENT`` has no key), the records inside it as theirs."""
     if dataclasses.is_dataclass(part):
-        return {f.name: part_to_json(getattr(part, f.name)) for f in dataclasses.fields(part)}
+        return {
+            f.name: part_to_json(value)
+            for f in dataclasses.fields(part)
+            if (value := getattr(part, f.name)) is not ABSENT
+        }
     if isinstance(part, dict):
         return {k: part_to_json(v) for k, v in part.items()}
     return part
