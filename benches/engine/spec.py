@@ -7,68 +7,22 @@ of different settings never mix.
 
 from __future__ import annotations
 
-import dataclasses
 import zlib
+from dataclasses import dataclass, field
 from typing import Any
 
 from benches.engine.training import Recipe
-from benches.workloads.protocol import DEFAULT as DEFAULT_WORKLOAD
-from reports.judge.rows import CASE_KEY as IDENTITY
-from reports.judge.rows import SWEEP_IDENTITY, label
+from reports.schema.settings import CASE_KEY as IDENTITY
+from reports.schema.settings import OPTION, SWEEP_IDENTITY, CaseSettings, label
 
 __all__ = ["IDENTITY", "OPTION", "SWEEP_IDENTITY", "CaseSpec"]
-# the option spelling of each setting, for messages
-OPTION = {
-    "workload": "--workload",
-    "preset": "--preset",
-    "device": "--device",
-    "precision": "--precision",
-    "options": "--strategies NAME:OPTIONS",
-    "optimizer": "--optimizer",
-    "clip_norm": "--clip-norm",
-    "compile": "--compile",
-    "compare_settings": "--compare-settings",
-    "world_size": "--world-size",
-    "parallel": "--parallel",
-    "mesh": "--mesh",
-    "grad_sync": "--grad-sync",
-    "repeat": "--repeat",
-    "warmup": "--warmup",
-    "threads": "--threads",
-    "seed": "--seed",
-    "min_effect": "--min-effect",
-    "pin": "--pin",
-}
 
 
-@dataclasses.dataclass
-class CaseSpec:
-    strategy: str
-    preset: str
-    device: str
-    accumulate: int
-    live_tensors: int
-    world_size: int = 1
-    parallel: str = "none"  # none | ddp | fsdp2 | hsdp (benches.engine.distributed.PARALLEL)
-    mesh: str = ""  # hsdp: "RxS", replicas x shards
-    grad_sync: str = "last"  # every | last | scatter: when gradients are reduced across ranks
-    repeat: int = 10  # measured pairs: one strategy window and one plain-loop window each
-    warmup: int = 2  # unmeasured pairs first
-    threads: int = 1
-    # each case process (each rank) on cores of its own: process.pin_cores, the one place
-    pin: bool = False
-    seed: int = 0
-    options: str = ""  # the strategy's options, "k=v:k2=v2" (--strategies name:k=v:k2=v2)
-    precision: str = "fp32"  # fp32 | bf16-autocast | bf16 (benches/engine/training.py)
-    optimizer: str = "adamw"  # adamw | adamw-fused | adamw-foreach | sgd
-    clip_norm: float | None = None  # the update clips the window's gradient to this norm
-    compile: bool = False  # torch.compile the model once per case (outside every window)
-    compare_settings: str = ""  # "SETTING=VALUE": that loop alternates with the case's, paired
-    workload: str = DEFAULT_WORKLOAD  # MODULE:FACTORY (benches/workloads/protocol.py)
-    memray: bool = False  # a flamegraph of the memory pass
-    keep_captures: bool = False  # keep memray's capture file beside the flamegraph
-    profile: bool = False  # a torch.profiler trace of one window of each loop (off the clock)
-    plugins: list[str] = dataclasses.field(default_factory=list)
+@dataclass(frozen=True, kw_only=True)
+class CaseSpec(CaseSettings):
+    """One process of a sweep: a case's settings (``CaseSettings``, each declared once there)
+    and what the process needs besides: its run, round and role, and where it writes."""
+
     run_id: str = ""
     round: int = 0
     control: bool = False  # an extra process of the control strategy: the between-process noise
@@ -77,11 +31,11 @@ class CaseSpec:
     time_only: bool = False
     # a time-only process of several strategies (engine.rotation): every label it measures, each
     # on its own replica, rotated with the plain loop; each gets a row, all with one process_id
-    rotation: list[str] = dataclasses.field(default_factory=list)
+    rotation: list[str] = field(default_factory=list)
     process_id: str = ""  # the process whose figures a row shares with others: "" = case_id
     plain_timeline: bool = True  # record the plain loop's timeline too (a sweep: once per group)
     out_dir: str = "."
-    git: dict[str, Any] = dataclasses.field(default_factory=dict)
+    git: dict[str, Any] = field(default_factory=dict)
 
     @property
     def recipe(self) -> Recipe:

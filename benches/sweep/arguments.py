@@ -22,6 +22,7 @@ from benches.workloads.transformer import PRESETS
 from reports.judge.rows import spell
 from reports.judge.verdicts import DEFAULT_MIN_EFFECT
 from reports.schema.records import RecordError, RunFile
+from reports.schema.settings import FIXED, FixedSettings
 
 SEED_MAX = 2**64 - 1  # torch.manual_seed's range
 DEVICES = ("auto", "cpu", "cuda")
@@ -72,37 +73,21 @@ def check_gpus(device: str, world_size: int) -> None:
         )
 
 
-@dataclasses.dataclass
-class Sweep:
+@dataclasses.dataclass(kw_only=True)
+class Sweep(FixedSettings):
+    """A validated sweep: every fixed setting of its cases (``FixedSettings``, from
+    ``reports.schema.settings.CaseSettings``), the swept axes as lists, and the sweep's own."""
+
     strategies: list[str]
-    preset: str
-    device: str
     accumulate: list[int]
     live_tensors: list[int]
-    repeat: int
-    warmup: int
-    rounds: int
-    threads: int
-    timeout: float
-    pin: bool
-    memray: bool
-    plugins: list[str]
-    resume: bool
-    out: Path
-    seed: int
-    world_size: int = 1
-    workload: str = protocol.DEFAULT
-    parallel: str = "none"
-    mesh: str = ""
     grad_sync: list[str] = dataclasses.field(default_factory=lambda: ["last"])
     precision: list[str] = dataclasses.field(default_factory=lambda: ["fp32"])
-    optimizer: str = "adamw"
-    clip_norm: float | None = None
-    compile: bool = False
-    compare_settings: str = ""
+    rounds: int
+    timeout: float
+    resume: bool
+    out: Path
     min_effect: float = DEFAULT_MIN_EFFECT
-    keep_captures: bool = False
-    profile: bool = False
     control: str = "none"
     budget: float = 0.0  # seconds for the whole sweep; > 0: rounds added while verdicts are open
     looks: int = 1  # how often the sweep may look at its verdicts (each held to ALPHA / looks)
@@ -110,62 +95,75 @@ class Sweep:
     quick: bool = False  # --quick: its defaults (options.QUICK); the report says what it missed
 
 
+def setting_value(args: argparse.Namespace, f: dataclasses.Field) -> Any:
+    """A fixed setting's value from its option, read as its kind says (``settings.KINDS``):
+    the one generic reading; the settings that depend on others are worked out in ``resolve``."""
+    meta = f.metadata
+    given = getattr(args, meta["dest"] or f.name, None)
+    if given is None:
+        given = meta["cli_default"]
+    if meta["kind"] == "int":
+        return int_value(meta["flag"], given, meta["minimum"], meta["maximum"])
+    if meta["kind"] in ("flag", "onoff"):
+        return None if given is None else bool(given)
+    if meta["kind"] == "list":
+        return list(given or [])
+    return given
+
+
 def resolve(args: argparse.Namespace) -> Sweep:
-    """Arguments -> a validated sweep; every problem is a one-line UsageError."""
+    """Arguments -> a validated sweep; every problem is a one-line UsageError. Every fixed
+    setting is read by its kind (``setting_value``); those that depend on others or on the
+    machine are worked out below."""
     not_empty(args)
+    fixed = {f.name: setting_value(args, f) for f in FIXED}
     device, preset = device_and_preset(args)
     names = strategy_names(args)
     recipe = recipe_settings(args)
 
     accumulate = int_list("--accumulate", swept(args, "accumulate", DEFAULT_ACCUMULATE), 1)
     live = int_list("--live-tensors", swept(args, "live_tensors", DEFAULT_LIVE_TENSORS), 0)
-    repeat = int_value("--repeat", args.repeat, 1)
-    warmup = int_value("--warmup", args.warmup, 0)
     rounds, budget = rounds_and_budget(args)
     threads = int_value("--threads", args.threads, 1) if args.threads else default_threads(device)
-    seed = int_value("--seed", args.seed, 0, SEED_MAX)
-    world_size = int_value("--world-size", args.world_size, 1)
+    world_size = fixed["world_size"]
     parallel, mesh, grad_sync = parallel_settings(args, world_size)
     pin = pinning(args.pin, threads, world_size)
     min_effect = fraction("--min-effect", args.min_effect)
     control = control_of(args, names)
     check_gpus(device, world_size)
-    args.workload = protocol.canonical(args.workload)
-    if args.workload != protocol.DEFAULT:
-        check_workload(args.workload, device, preset, accumulate[0], seed)
-    timeout = case_timeout(args, device, preset, max(accumulate), (repeat, warmup), parallel)
+    workload = protocol.canonical(fixed["workload"])
+    if workload != protocol.DEFAULT:
+        check_workload(workload, device, preset, accumulate[0], fixed["seed"])
+    pairs = (fixed["repeat"], fixed["warmup"])
+    timeout = case_timeout(args, device, preset, max(accumulate), pairs, parallel)
     out = output_dir(args)
     if args.resume and args.pin is None:  # the run's own pinning (unpinned from before --pin)
         pin = resumed_pin(out, pin)
-    sweep = Sweep(
-        strategies=names,
+    fixed.update(
         preset=preset,
         device=device,
+        threads=threads,
+        pin=pin,
+        workload=workload,
+        parallel=parallel,
+        mesh=mesh,
+        **{k: v for k, v in recipe.items() if k != "precision"},
+    )
+    sweep = Sweep(
+        **fixed,
+        strategies=names,
         accumulate=accumulate,
         live_tensors=live,
-        repeat=repeat,
-        warmup=warmup,
+        grad_sync=grad_sync,
+        precision=recipe["precision"],
         rounds=rounds,
         budget=budget,
         looks=MAX_LOOKS if budget > 0 else 1,
         rotate=not getattr(args, "no_rotate", False),
-        threads=threads,
         timeout=timeout,
-        pin=pin,
-        memray=args.memray,
-        plugins=list(args.plugin),
         resume=args.resume,
         out=out,
-        seed=seed,
-        world_size=world_size,
-        workload=args.workload,
-        parallel=parallel,
-        mesh=mesh,
-        grad_sync=grad_sync,
-        **recipe,
         min_effect=min_effect,
-        keep_captures=args.keep_captures,
-        profile=args.profile,
         control=control,
         quick=getattr(args, "quick", False),
     )

@@ -8,10 +8,9 @@ import argparse
 
 from benches.engine import training
 from benches.sweep.outdir import UsageError
-from benches.workloads import protocol
 from reports.judge.verdicts import DEFAULT_MIN_EFFECT
+from reports.schema.settings import SETTINGS
 
-DEFAULT_REPEAT = 8  # pairs: with the control processes, the default sweep fits 15 min on 2 cores
 DEFAULT_BUDGET = 900.0  # seconds: the default sweep on a 2-core CPU within 15 min
 DEFAULT_ACCUMULATE = "1,4"
 DEFAULT_LIVE_TENSORS = "0,100000"
@@ -58,62 +57,41 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# how each kind of setting is an option (reports.schema.settings.KINDS; text and int: a value)
+ACTIONS = {
+    "flag": {"action": "store_true"},
+    "onoff": {"action": argparse.BooleanOptionalAction},
+    "list": {"action": "append", "default": [], "metavar": "MODULE"},
+}
+# what a setting's help lists that only the engine knows
+CHOICES = {
+    "optimizer": "|".join(training.OPTIMIZERS),
+    "compare_settings": ", ".join(training.COMPARABLE),
+}
+AXIS_DEFAULTS = {"accumulate": DEFAULT_ACCUMULATE, "live_tensors": DEFAULT_LIVE_TENSORS}
+
+
+def setting_options(run: argparse.ArgumentParser) -> None:
+    """One option per setting with a flag, from its declaration (``CaseSettings``): its flag,
+    help, default and kind. A swept axis takes its values as text (``arguments`` splits it)."""
+    for f in SETTINGS:
+        meta = f.metadata
+        if not meta["flag"]:
+            continue
+        shown = AXIS_DEFAULTS.get(f.name, meta["cli_default"])
+        text = meta["help"].format(
+            default=shown, choices=CHOICES.get(f.name, ""), quick=QUICK.get(f.name, "")
+        )
+        how = ACTIONS.get(meta["kind"], {"default": meta["cli_default"]})
+        if meta["metavar"]:
+            how = {**how, "metavar": meta["metavar"]}
+        run.add_argument(meta["flag"], dest=meta["dest"] or f.name, help=text, **how)
+
+
 def sweep_options(run: argparse.ArgumentParser) -> None:
-    """The options of a sweep (``run``); ``case`` takes the same."""
-    run.add_argument(
-        "--strategies",
-        default="all",
-        help="all, or NAME[,NAME...]; a strategy with options is NAME:KEY=VALUE[:KEY=VALUE], "
-        "e.g. native:set_to_none=false (default: all)",
-    )
-    run.add_argument("--preset", help="tiny|small|base|big (default: tiny on CPU, base on CUDA)")
-    run.add_argument("--device", default="auto", help="auto|cpu|cuda (default: auto)")
-    run.add_argument(
-        "--accumulate",
-        help=f"K[,K...] micro-batches per window (default {DEFAULT_ACCUMULATE}; --quick: "
-        f"{QUICK['accumulate']})",
-    )
-    run.add_argument(
-        "--live-tensors",
-        help=f"N[,N...] unrelated live tensors (default {DEFAULT_LIVE_TENSORS}; --quick: "
-        f"{QUICK['live_tensors']})",
-    )
-    run.add_argument(
-        "--precision",
-        default="fp32",
-        help="PRECISION[,PRECISION...] swept: fp32; bf16-autocast (fp32 weights and gradients, "
-        "the forward under autocast); bf16 (bf16 weights, so bf16 .grad) (default: fp32)",
-    )
-    run.add_argument(
-        "--optimizer",
-        default="adamw",
-        help=f"{'|'.join(training.OPTIMIZERS)}: the update's optimizer (default: adamw)",
-    )
-    run.add_argument(
-        "--clip-norm",
-        default="none",
-        help="clip each window's gradient to this total norm in the update (default: none)",
-    )
-    run.add_argument(
-        "--compile",
-        action="store_true",
-        help="torch.compile the model once per case (compile time recorded, never in a window)",
-    )
-    run.add_argument(
-        "--compare-settings",
-        default="none",
-        metavar="SETTING=VALUE",
-        help="also run each case's strategy with SETTING=VALUE (one of "
-        f"{', '.join(training.COMPARABLE)}) on a replica in the same process, window by "
-        "window (ABBA): a paired ratio and verdict, e.g. compile=false with --compile",
-    )
-    run.add_argument(
-        "--repeat",
-        default=str(DEFAULT_REPEAT),
-        help=f"measured pairs (strategy window + plain-loop window) per case "
-        f"(default {DEFAULT_REPEAT})",
-    )
-    run.add_argument("--warmup", default="1", help="unmeasured pairs first (default 1)")
+    """The options of a sweep (``run``); ``case`` takes the same: the settings' own, then the
+    sweep's (rounds, budget, control, resume, output)."""
+    setting_options(run)
     run.add_argument(
         "--rounds",
         help="run every case in exactly R processes (default: 1, then rounds added while a "
@@ -146,64 +124,6 @@ def sweep_options(run: argparse.ArgumentParser) -> None:
         "inside it is "
         "'same', beyond it and the noise floor 'lower'/'higher'",
     )
-    run.add_argument(
-        "--threads", help="torch threads (default: 1 on CPU, pinned; the machine's cores on CUDA)"
-    )
-    run.add_argument(
-        "--pin",
-        action=argparse.BooleanOptionalAction,
-        help="pin each case process (each rank) to cores of its own with psutil's cpu_affinity "
-        "(default: on with --threads 1 on Linux; --no-pin: off)",
-    )
     run.add_argument("--timeout", help="seconds per case (default: scaled with the preset)")
-    run.add_argument(
-        "--memray", action="store_true", help="memray's flamegraph of each case's memory pass"
-    )
-    run.add_argument(
-        "--profile",
-        action="store_true",
-        help="torch.profiler: one window of each case's strategy and of the plain loop, after "
-        "the timed pairs (off their clock): a trace per case in DIR/traces/ and the operators "
-        "behind each phase, against the plain loop's, in the report",
-    )
-    run.add_argument(
-        "--keep-captures",
-        action="store_true",
-        help="keep memray's capture files (by default only flamegraphs are kept)",
-    )
-    run.add_argument(
-        "--plugin",
-        action="append",
-        default=[],
-        metavar="MODULE",
-        help="import MODULE (it registers strategies); repeatable",
-    )
     run.add_argument("--resume", action="store_true", help="skip cases already ok in --out")
     run.add_argument("--out", help="results directory (default: reports/runs/<timestamp>)")
-    run.add_argument("--seed", default="0", help="seed of weights and data (default 0)")
-    run.add_argument(
-        "--workload",
-        default=protocol.DEFAULT,
-        help="MODULE:FACTORY, the workload every case runs (default: the reference "
-        f"transformer, {protocol.DEFAULT}; the protocol: benches/workloads/protocol.py)",
-    )
-    run.add_argument(
-        "--world-size",
-        default="1",
-        help="run each case as N local ranks through torch.distributed.run",
-    )
-    run.add_argument(
-        "--parallel",
-        help="none|ddp|fsdp2|hsdp: how ranks share the model (default: ddp with --world-size "
-        "> 1, else none); ddp with --world-size 1 wraps one rank in DDP",
-    )
-    run.add_argument(
-        "--mesh", help="hsdp's mesh, RxS replicas x shards (default: 2 x world-size/2)"
-    )
-    run.add_argument(
-        "--grad-sync",
-        help="FLAVOUR[,FLAVOUR...] swept: when gradients are reduced across ranks, every "
-        "micro-batch (every), the last only (last), or reduce-scattered every micro-batch and "
-        "all-reduced at the last (scatter, hsdp) (default: last for none and ddp (ddp also "
-        "runs every); fsdp2: every,last; hsdp: every,scatter,last)",
-    )

@@ -12,39 +12,12 @@ from typing import Any
 from reports.judge import stats
 from reports.schema.records import Entry, Paired, RecordError, Row
 from reports.schema.row_parts import GradCheck, Summary
+from reports.schema.settings import ADDED_LATER, CASE_KEY, SWEEP_IDENTITY, case_key, label, spell
+
+__all__ = ["ADDED_LATER", "CASE_KEY", "SWEEP_IDENTITY", "case_key", "label", "spell"]
 
 RESULTS = "results.jsonl"
 PHASES = ("reset", "forward", "backward", "update", "window", "sync")  # sync: DDP only
-# a case's identity: every setting that changes its figures (benches.engine.spec uses the same list)
-SWEEP_IDENTITY = (
-    "workload",
-    "preset",
-    "device",
-    "world_size",
-    "parallel",
-    "mesh",
-    "repeat",
-    "warmup",
-    "threads",
-    "seed",
-    "optimizer",
-    "clip_norm",
-    "compile",
-    "compare_settings",
-    "pin",
-)
-# settings added to the identity after rows were written without them: what those rows ran
-ADDED_LATER = {"pin": False}  # before --pin no case process was pinned
-# swept per case: the strategy with its options, K, N, the grad_sync flavour, the precision
-CASE_KEY = (
-    "strategy",
-    "options",
-    "accumulate",
-    "live_tensors",
-    "grad_sync",
-    "precision",
-    *SWEEP_IDENTITY,
-)
 SCHEMA_VERSION = 2  # 2: paired overhead per row, held/peak memory, no baseline case
 # a row's paired samples of its loop against another loop of the same strategy in one process,
 # (this loop's windows, the other loop's): the engine writes them, judge.verdicts judges them
@@ -175,29 +148,12 @@ def memory_note(rows: list[Row], key: str) -> Any:
     return next((value for value in values if value is not None), None)
 
 
-def case_key(case: Any) -> tuple:
-    """A case's identity, of a ``Row`` or of the engine's ``CaseSpec`` (the same names)."""
-    return tuple(getattr(case, k) for k in CASE_KEY)
-
-
 REFERENCE = "native"  # PyTorch's own zero_grad: the reports' reference strategy, listed first
 
 
 def strategy_order(name: str) -> tuple:
     """The order reports list strategies in: the reference first, then by name."""
     return (name != REFERENCE, name)
-
-
-def spell(value: Any) -> str:
-    """A setting's value as the command line spells it: true, false, none, 1.0, adamw."""
-    if isinstance(value, bool):
-        return str(value).lower()
-    return "none" if value is None else str(value)
-
-
-def label(strategy: str, options: str) -> str:
-    """``name`` or ``name:k=v:k2=v2``: how reports and verdicts.json name a strategy case."""
-    return f"{strategy}:{options}" if options else strategy
 
 
 def pooled(rows: list[Row]) -> dict[tuple, Entry]:

@@ -28,6 +28,7 @@ from reports.judge import leaks, stats
 from reports.judge.rows import LOOP_SAMPLES, process_of, spell
 from reports.schema.records import CaseNoise, Entry, Paired, Row
 from reports.schema.row_parts import LoopRatio
+from reports.schema.settings import LOOP
 from reports.schema.verdict_records import (
     CaseOverhead,
     Comparison,
@@ -323,18 +324,11 @@ def interval_text(
     return "no interval"
 
 
-RECIPE = ("optimizer", "clip_norm", "compile", "compare_settings")
-
-
 def case_fields(entry: Entry) -> dict[str, Any]:
-    """The case's swept settings other than strategy, K and N: strategies are compared only
-    with the same ones (a later axis lands here)."""
-    return {
-        "grad_sync": entry.grad_sync,
-        "precision": entry.precision,
-        # the sweep's training loop (the same for every case of a sweep): what was judged
-        **{key: getattr(entry, key) for key in RECIPE},
-    }
+    """The case's swept settings other than strategy, K and N, and the sweep's training loop:
+    every setting that changes the loop (``settings.LOOP``: grad_sync, precision, the recipe).
+    Strategies are compared only with the same ones (a later axis lands here)."""
+    return {name: getattr(entry, name) for name in LOOP}
 
 
 def strategy_comparisons(

@@ -38,6 +38,7 @@ from reports.schema.row_parts import (
     Summary,
     part_to_json,
 )
+from reports.schema.settings import EntryIdentity, RowIdentity
 
 
 class RecordError(ValueError):
@@ -191,36 +192,15 @@ class RunFile:
 
 # -- a row: one process of one case ---------------------------------------------------------------
 @dataclass(slots=True)
-class Row:
+class Row(RowIdentity):
     """One process of one case, as the engine wrote it (``benches.engine.figures.row_for``): a
     line of results.jsonl, read by ``rows.read`` and nowhere else. The JSON keys are these
-    fields; a key that is not one of them is refused there, naming it. Figures a failed process
-    never measured are null. The objects inside a row (``samples``, ``memory``, ...) keep the
-    keys the engine wrote; each field's comment says where they are defined."""
+    fields; a key that is not one of them is refused there, naming it. Its first fields are the
+    case's identity (``settings.RowIdentity``: every identity setting, in ``CASE_KEY``'s order,
+    null where a failed row has none; ``read`` requires every one of an ok row). Figures a
+    failed process never measured are null. The objects inside a row (``samples``, ``memory``,
+    ...) keep the keys the engine wrote; each field's comment says where they are defined."""
 
-    # the case's identity (rows.CASE_KEY, the engine's CaseSpec.identity); ``read`` requires
-    # every one of an ok row
-    strategy: str | None = None
-    options: str = ""
-    accumulate: int | None = None  # K: micro-batches per window
-    live_tensors: int | None = None  # N: unrelated live tensors in the process
-    grad_sync: str | None = None
-    precision: str | None = None
-    workload: str | None = None
-    preset: str | None = None
-    device: str | None = None
-    world_size: int | None = None
-    parallel: str | None = None
-    mesh: str | None = None
-    repeat: int | None = None
-    warmup: int | None = None
-    threads: int | None = None
-    seed: int | None = None
-    optimizer: str | None = None
-    clip_norm: float | None = None
-    compile: bool | None = None
-    compare_settings: str | None = None
-    pin: bool | None = None
     # the process
     schema_version: int | None = None  # rows.SCHEMA_VERSION when written (read refuses others)
     run_id: str | None = None  # the sweep that ran it
@@ -289,10 +269,11 @@ class Row:
 
 # -- a case pooled over its processes -------------------------------------------------------------
 @dataclass(slots=True)
-class Entry:
+class Entry(EntryIdentity):
     """One case pooled over its processes (``rows.pooled``): a strategy with its options at
-    K and N, with one grad_sync flavour, precision and the sweep's settings; its ok rows (one
-    per process) and its failed ones."""
+    K and N, with one grad_sync flavour, precision and the sweep's settings (``settings.
+    EntryIdentity``: the identity a sweep fixes, what its rows say); its ok rows (one per
+    process) and its failed ones."""
 
     strategy: str  # the report's name of the case: ``name`` or ``name:k=v`` (rows.label)
     name: str  # the registered strategy
@@ -301,23 +282,6 @@ class Entry:
     n: int  # unrelated live tensors N (a row's ``live_tensors``)
     grad_sync: str
     precision: str
-    # the sweep's settings (rows.SWEEP_IDENTITY, the engine's CaseSpec.identity): no default
-    # here, an entry has what its rows say
-    workload: str
-    preset: str
-    device: str
-    world_size: int
-    parallel: str
-    mesh: str
-    repeat: int
-    warmup: int
-    threads: int
-    seed: int
-    optimizer: str
-    clip_norm: float | None
-    compile: bool
-    compare_settings: str
-    pin: bool
     rows: list[Row] = field(default_factory=list)  # ok rows, one per process
     failed: list[Row] = field(default_factory=list)  # rows of failed processes
     samples: dict[str, list[float]] = field(default_factory=dict)  # per phase, every process's

@@ -1,0 +1,331 @@
+"""A case's settings, each declared once: its flag, its help, its defaults, how its value is
+read, and whether it is part of a case's identity (every setting that changes a case's figures:
+resume skips, and pooling merges, only rows of one identity).
+
+``CaseSettings`` is the one record; the rest is derived from its fields' metadata:
+
+- the sweep's parser (``benches.sweep.options``: one option per field with a flag),
+- the sweep's validated values (``benches.sweep.arguments.Sweep`` has every fixed setting,
+  ``FixedSettings``), and the engine's ``CaseSpec`` (a ``CaseSettings`` with what a process
+  needs besides),
+- a results row's and a pooled case's identity fields (``reports.schema.records.Row``:
+  ``RowIdentity``; ``Entry``: ``EntryIdentity``), ``CASE_KEY`` and ``SWEEP_IDENTITY``,
+- the report's grouping key (``LOOP``: the settings that change the loop whose noise a group
+  shares) and ``--resume``'s checks (``OPTION``: each setting's flag, for its one-line error).
+
+A new fixed setting is one field here plus the one place in the engine that applies it. A new
+swept axis is a field with ``swept=True`` plus the sweep's plan that crosses it with the others.
+Standard library only: the engine, the sweep and the report all import it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+# the reference workload (benches.workloads.protocol.DEFAULT, which a test holds equal)
+DEFAULT_WORKLOAD = "benches.workloads.transformer:workload"
+
+# how a fixed setting's text is read (benches.sweep.arguments.setting_value): an integer
+# (with ``minimum``/``maximum``), text, an on/off flag (``--x``), an on/off pair (``--x``,
+# ``--no-x``), a repeatable option (a list)
+KINDS = ("int", "text", "flag", "onoff", "list")
+
+
+def setting(
+    default: Any = dataclasses.MISSING,
+    *,
+    flag: str | None,
+    help: str,
+    kind: str = "text",
+    identity: bool = True,
+    swept: bool = False,
+    loop: bool = False,
+    cli_default: Any = None,
+    dest: str | None = None,
+    minimum: int | None = None,
+    maximum: int | None = None,
+    added_later: bool = False,
+    metavar: str | None = None,
+    factory: Any = None,
+) -> Any:
+    """A field of ``CaseSettings`` with its metadata.
+
+    flag: the option that sets it (None: set by another option, e.g. ``options`` by
+    ``--strategies NAME:K=V``); help: its --help text (``{default}`` is the option's default);
+    kind: how its text is read (``KINDS``); identity: part of a case's identity; swept: a
+    sweep takes a list of values and crosses them; loop: it changes the loop a group of cases
+    runs (the report's grouping key); cli_default: the sweep's value when the option is not
+    given, as the command line spells it (None: the sweep works it out, e.g. the preset from
+    the device); dest: the parser's name for it where it differs; minimum, maximum: an
+    integer's range; added_later: rows written before it existed ran its default.
+    """
+    if kind not in KINDS:
+        raise ValueError(f"unknown setting kind {kind!r}; valid: {', '.join(KINDS)}")
+    metadata = {
+        "flag": flag,
+        "help": help,
+        "kind": kind,
+        "identity": identity,
+        "swept": swept,
+        "loop": loop,
+        "cli_default": cli_default,
+        "dest": dest,
+        "minimum": minimum,
+        "maximum": maximum,
+        "added_later": added_later,
+        "metavar": metavar,
+    }
+    if factory is not None:
+        return field(default_factory=factory, metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CaseSettings:
+    """What one case runs: the swept values of its group, and the sweep's fixed settings."""
+
+    # -- swept: a sweep crosses these (benches.sweep.plan) ---------------------------------------
+    strategy: str = setting(
+        flag="--strategies",
+        dest="strategies",
+        swept=True,
+        cli_default="all",
+        help="all, or NAME[,NAME...]; a strategy with options is NAME:KEY=VALUE[:KEY=VALUE], "
+        "e.g. native:set_to_none=false (default: all)",
+    )
+    options: str = setting("", flag=None, help="the strategy's options, k=v:k2=v2")
+    accumulate: int = setting(
+        flag="--accumulate",
+        swept=True,
+        help="K[,K...] micro-batches per window (default {default}; --quick: {quick})",
+    )
+    live_tensors: int = setting(
+        flag="--live-tensors",
+        swept=True,
+        help="N[,N...] unrelated live tensors (default {default}; --quick: {quick})",
+    )
+    grad_sync: str = setting(
+        "last",
+        flag="--grad-sync",
+        swept=True,
+        loop=True,
+        help="FLAVOUR[,FLAVOUR...] swept: when gradients are reduced across ranks, every "
+        "micro-batch (every), the last only (last), or reduce-scattered every micro-batch and "
+        "all-reduced at the last (scatter, hsdp) (default: last for none and ddp (ddp also "
+        "runs every); fsdp2: every,last; hsdp: every,scatter,last)",
+    )
+    precision: str = setting(
+        "fp32",
+        flag="--precision",
+        swept=True,
+        loop=True,
+        cli_default="fp32",
+        help="PRECISION[,PRECISION...] swept: fp32; bf16-autocast (fp32 weights and gradients, "
+        "the forward under autocast); bf16 (bf16 weights, so bf16 .grad) (default: fp32)",
+    )
+    # -- fixed for a sweep ---------------------------------------------------------------------
+    workload: str = setting(
+        DEFAULT_WORKLOAD,
+        flag="--workload",
+        cli_default=DEFAULT_WORKLOAD,
+        help="MODULE:FACTORY, the workload every case runs (default: the reference "
+        "transformer, {default}; the protocol: benches/workloads/protocol.py)",
+    )
+    preset: str = setting(
+        flag="--preset", help="tiny|small|base|big (default: tiny on CPU, base on CUDA)"
+    )
+    device: str = setting(flag="--device", cli_default="auto", help="auto|cpu|cuda (default: auto)")
+    world_size: int = setting(
+        1,
+        flag="--world-size",
+        kind="int",
+        minimum=1,
+        cli_default="1",
+        help="run each case as N local ranks through torch.distributed.run",
+    )
+    parallel: str = setting(
+        "none",
+        flag="--parallel",
+        help="none|ddp|fsdp2|hsdp: how ranks share the model (default: ddp with --world-size "
+        "> 1, else none); ddp with --world-size 1 wraps one rank in DDP",
+    )
+    mesh: str = setting(
+        "", flag="--mesh", help="hsdp's mesh, RxS replicas x shards (default: 2 x world-size/2)"
+    )
+    repeat: int = setting(
+        10,
+        flag="--repeat",
+        kind="int",
+        minimum=1,
+        cli_default="8",  # with the control processes, the default sweep fits 15 min on 2 cores
+        help="measured pairs (strategy window + plain-loop window) per case (default {default})",
+    )
+    warmup: int = setting(
+        2,
+        flag="--warmup",
+        kind="int",
+        minimum=0,
+        cli_default="1",
+        help="unmeasured pairs first (default {default})",
+    )
+    threads: int = setting(
+        1,
+        flag="--threads",
+        help="torch threads (default: 1 on CPU, pinned; the machine's cores on CUDA)",
+    )
+    seed: int = setting(
+        0,
+        flag="--seed",
+        kind="int",
+        minimum=0,
+        maximum=2**64 - 1,  # torch.manual_seed's range
+        cli_default="0",
+        help="seed of weights and data (default {default})",
+    )
+    optimizer: str = setting(
+        "adamw",
+        flag="--optimizer",
+        loop=True,
+        cli_default="adamw",
+        help="{choices}: the update's optimizer (default: {default})",
+    )
+    clip_norm: float | None = setting(
+        None,
+        flag="--clip-norm",
+        loop=True,
+        cli_default="none",
+        help="clip each window's gradient to this total norm in the update (default: {default})",
+    )
+    compile: bool = setting(
+        False,
+        flag="--compile",
+        kind="flag",
+        loop=True,
+        help="torch.compile the model once per case (compile time recorded, never in a window)",
+    )
+    compare_settings: str = setting(
+        "",
+        flag="--compare-settings",
+        loop=True,
+        cli_default="none",
+        metavar="SETTING=VALUE",
+        help="also run each case's strategy with SETTING=VALUE (one of {choices}) on a replica "
+        "in the same process, window by window (ABBA): a paired ratio and verdict, e.g. "
+        "compile=false with --compile",
+    )
+    pin: bool = setting(
+        False,
+        flag="--pin",
+        kind="onoff",
+        added_later=True,  # before --pin no case process was pinned
+        help="pin each case process (each rank) to cores of its own with psutil's cpu_affinity "
+        "(default: on with --threads 1 on Linux; --no-pin: off)",
+    )
+    # -- fixed, not part of the identity: what is recorded beside the figures ------------------
+    memray: bool = setting(
+        False,
+        flag="--memray",
+        kind="flag",
+        identity=False,
+        help="memray's flamegraph of each case's memory pass",
+    )
+    keep_captures: bool = setting(
+        False,
+        flag="--keep-captures",
+        kind="flag",
+        identity=False,
+        help="keep memray's capture files (by default only flamegraphs are kept)",
+    )
+    profile: bool = setting(
+        False,
+        flag="--profile",
+        kind="flag",
+        identity=False,
+        help="torch.profiler: one window of each case's strategy and of the plain loop, after "
+        "the timed pairs (off their clock): a trace per case in DIR/traces/ and the operators "
+        "behind each phase, against the plain loop's, in the report",
+    )
+    plugins: list[str] = setting(  # noqa: RUF009 (a field with a default_factory, as field)
+        flag="--plugin",
+        kind="list",
+        identity=False,
+        dest="plugin",
+        factory=list,
+        help="import MODULE (it registers strategies); repeatable",
+    )
+
+
+SETTINGS = dataclasses.fields(CaseSettings)
+CASE_KEY = tuple(f.name for f in SETTINGS if f.metadata["identity"])
+SWEPT = tuple(f.name for f in SETTINGS if f.metadata["swept"])
+# the identity a sweep fixes: every case of a sweep has the same values
+SWEEP_IDENTITY = tuple(n for n in CASE_KEY if n not in SWEPT and n != "options")
+FIXED = tuple(f for f in SETTINGS if not f.metadata["swept"] and f.metadata["flag"])
+LOOP = tuple(f.name for f in SETTINGS if f.metadata["loop"])  # the report's grouping key
+OPTION = {f.name: f.metadata["flag"] for f in SETTINGS if f.metadata["flag"]}  # for messages
+OPTION["options"] = "--strategies NAME:OPTIONS"
+# settings added after rows were written without them: what those rows ran
+ADDED_LATER = {f.name: f.default for f in SETTINGS if f.metadata["added_later"]}
+
+
+def _copies(fields: tuple[dataclasses.Field, ...], optional: bool) -> list[tuple]:
+    """``make_dataclass`` specs of ``fields``: ``optional`` makes each ``T | None = None`` (a row
+    read back, where a failed row has none); else typed and required (a pooled case)."""
+    out = []
+    for f in fields:
+        if optional:
+            default = f.default if f.default == "" else None  # "" stays "" (no options)
+            out.append((f.name, f"{f.type} | None", field(default=default, metadata=f.metadata)))
+        else:
+            out.append((f.name, f.type, field(metadata=f.metadata)))
+    return out
+
+
+_IDENTITY = tuple(f for f in SETTINGS if f.metadata["identity"])
+# a results row's identity fields, in CASE_KEY's order (the row's first keys)
+RowIdentity = dataclasses.make_dataclass(
+    "RowIdentity", _copies(_IDENTITY, optional=True), slots=True
+)
+# a pooled case's: the identity a sweep fixes (its swept values are the case's own fields)
+EntryIdentity = dataclasses.make_dataclass(
+    "EntryIdentity",
+    _copies(tuple(f for f in _IDENTITY if f.name in SWEEP_IDENTITY), optional=False),
+    slots=True,
+    kw_only=True,
+)
+# the sweep's fixed settings, identity or not, with the record's defaults
+FixedSettings = dataclasses.make_dataclass(
+    "FixedSettings",
+    [
+        (
+            f.name,
+            f.type,
+            field(default_factory=f.default_factory, metadata=f.metadata)
+            if f.default_factory is not dataclasses.MISSING
+            else field(default=f.default, metadata=f.metadata),
+        )
+        for f in FIXED
+    ],
+    kw_only=True,
+)
+for _made in (RowIdentity, EntryIdentity, FixedSettings):
+    _made.__module__ = __name__  # type hints resolve here
+
+
+def spell(value: Any) -> str:
+    """A setting's value as the command line spells it: true, false, none, 1.0, adamw."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    return "none" if value is None else str(value)
+
+
+def label(strategy: str, options: str) -> str:
+    """``name`` or ``name:k=v:k2=v2``: how reports and verdicts.json name a strategy case."""
+    return f"{strategy}:{options}" if options else strategy
+
+
+def case_key(case: Any) -> tuple:
+    """A case's identity, of a ``Row`` or of the engine's ``CaseSpec`` (the same names)."""
+    return tuple(getattr(case, k) for k in CASE_KEY)
