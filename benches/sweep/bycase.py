@@ -65,5 +65,5 @@ def main(args: argparse.Namespace) -> int:
     row, code = measure(spec)
     if row is not None:
         results.append(sweep.out, row)
-        print(f"{spec.case_id}: {row['status']} -> {Path(sweep.out) / results.RESULTS}")
+        print(f"{spec.case_id}: {row.status} -> {Path(sweep.out) / results.RESULTS}")
     return code
