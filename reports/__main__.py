@@ -200,6 +200,12 @@ def run_gate(args: argparse.Namespace) -> int:
         code, lines = gate(args.file, args.fail_on, args.metric, parse_pair(args.pair))
     except GateError as err:
         raise UsageError(str(err)) from None
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as err:
+        # exit 1 means a regression to a CI job: a file the gate cannot read is never one
+        raise UsageError(
+            f"{str(args.file)!r}: a file the gate cannot read "
+            f"({type(err).__name__}: {str(err)[:200]})".replace("\n", " ")
+        ) from None
     for line in lines:
         print(line)
     return code

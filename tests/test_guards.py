@@ -177,7 +177,9 @@ def test_history_of_malformed_asv_files_is_one_line(tmp_path):
     (results / "m" / "abc-py.json").write_text(json.dumps({**result, "params": {}, "version": 2}))
     done = run_reports("history", str(tmp_path / "asv"))
     assert done.returncode == 2, done.stdout + done.stderr
-    assert one_line(done.stderr).startswith(ERROR + repr(str(tmp_path / "asv")))
+    line = one_line(done.stderr)
+    assert line.startswith(ERROR + repr(str(results / "benchmarks.json"))), line
+    assert "benchmark 'a.b': field 'params' is 3; valid: a list of lists" in line, line
 
 
 # -- reports gate: 2 for a bad file, an absent name, no comparison; 1 only for a regression -------

@@ -108,6 +108,10 @@ ALLOWED = {
         ("reports.schema.settings", f"reports.schema.{m}")
         for m in ("row_parts", "records", "verdict_records", "page_records")
     ),
+    *(  # a JSON value against a field's type: standard library only, for every file's reader
+        ("reports.schema.fieldtypes", f"reports.schema.{m}")
+        for m in ("row_parts", "records", "verdict_records", "page_records")
+    ),
     ("reports.schema.row_parts", "reports.schema.records"),
     ("reports.schema.records", "reports.schema.verdict_records"),
     *(
@@ -125,6 +129,7 @@ ALLOWED = {
         ("reports", ("benches", "strategies")),
         ("strategies", ("benches", "reports")),
         ("reports.schema.settings", ("reports",)),
+        ("reports.schema.fieldtypes", ("reports",)),
         ("reports.schema.row_parts", ("reports",)),
         ("reports.schema.records", ("reports",)),  # but row_parts, the records inside a row
         ("reports.schema.verdict_records", ("reports",)),  # but the records below it

@@ -34,11 +34,13 @@ class SchemaError(ValueError):
 def read(directory: str | Path) -> list[Row]:
     """Every readable row of DIR/results.jsonl, each a ``Row``; a corrupt line is skipped with a
     warning; a row this version cannot read (another schema, a field it does not know, an ok row
-    without its identity or with a field of the wrong type) is a SchemaError naming it."""
+    without its identity, a field of the wrong type) is a SchemaError naming it, and so is a
+    file with no readable row (empty, or every line corrupt). No file: no rows."""
     path = Path(directory) / RESULTS
     if not path.exists():
         return []
     rows = []
+    corrupt: list[tuple[int, ValueError]] = []  # warned only when a row is left
     with open(path, encoding="utf-8", errors="replace") as f:
         for number, line in enumerate(f, 1):
             if not line.strip():
@@ -48,7 +50,7 @@ def read(directory: str | Path) -> list[Row]:
                 if not isinstance(row, dict):
                     raise ValueError("not a JSON object")
             except ValueError as err:
-                warnings.warn(f"{path}:{number}: skipped a corrupt line ({err})", stacklevel=2)
+                corrupt.append((number, err))
                 continue
             version = row.get("schema_version", 1)
             if version != SCHEMA_VERSION:
@@ -70,11 +72,21 @@ def read(directory: str | Path) -> list[Row]:
                     )
                 bad = malformed(row)
                 if bad:
-                    raise SchemaError(f"{path}:{number}: row {row.get('case_id', '?')!r} {bad}")
+                    raise SchemaError(f"{path}:{number}: row {row.get('case_id', '?')!r}: {bad}")
             try:
                 rows.append(Row.from_json(row, f"row {row.get('case_id', '?')!r}"))
             except RecordError as err:
                 raise SchemaError(f"{path}:{number}: {err}") from None
+    if not rows and corrupt:
+        number, err = corrupt[0]
+        raise SchemaError(
+            f"{path}: no readable row, every line is corrupt (line {number}: {err}); a sweep "
+            "writes one JSON object per line"
+        )
+    if not rows:
+        raise SchemaError(f"{path} is empty: no row to read")
+    for number, err in corrupt:
+        warnings.warn(f"{path}:{number}: skipped a corrupt line ({err})", stacklevel=2)
     return rows
 
 

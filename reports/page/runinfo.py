@@ -11,23 +11,66 @@ from typing import Any
 
 from reports.judge import verdicts
 from reports.judge.rows import RESULTS, SchemaError, first_row, process_of
+from reports.schema.fieldtypes import Kind, checker, shown, wrong
 from reports.schema.page_records import TheRun, Wall, WallStep
-from reports.schema.records import RecordError, Row, RunFile, UnreadableFile
+from reports.schema.records import RecordError, Row, RunFile
 
 
 def run_info(directory: Path) -> RunFile:
-    """DIR/run.json (empty when there is none, or it is not a JSON object: the rows are the
-    data); a run.json whose parts have the wrong type is a SchemaError naming the field."""
+    """DIR/run.json (empty when there is none: the rows are the data); one that is not a JSON
+    object (the sweep writes it whole, so another program's or a hand-edited file), or whose
+    parts have the wrong type, is a SchemaError naming the file and the field: its settings
+    (``--min-effect``, ``--looks``) decide verdicts, never silently defaulted."""
     try:
         return RunFile.read(directory) or RunFile()
-    except UnreadableFile:
-        return RunFile()
     except RecordError as err:
         raise SchemaError(str(err)) from None
 
 
+# the keys of pytest-benchmark's --benchmark-json that the page reads, with their types (and
+# benches/conftest.py's ``zerograd_order``): another type is a SchemaError naming the field
+PYTEST_BENCHMARK: dict[str, dict[str, Kind]] = {
+    "": {
+        "benchmarks": checker(list[dict[str, Any]] | None),
+        "datetime": checker(str | None),
+        "version": checker(str | None),
+        "machine_info": checker(dict[str, Any] | None),
+        "commit_info": checker(dict[str, Any] | None),
+    },
+    "benchmarks[]": {
+        "name": checker(str | None),
+        "fullname": checker(str | None),
+        "group": checker(str | None),
+        "stats": checker(dict[str, Any] | None),
+        "extra_info": checker(dict[str, Any] | None),
+    },
+    "stats": {
+        **{key: checker(float | None) for key in ("median", "iqr", "min", "mean", "stddev", "ops")},
+        "rounds": checker(int | None),
+    },
+    "machine_info": {
+        "cpu": checker(dict[str, Any] | None),
+        "processor": checker(str | None),
+        "zerograd_order": checker(dict[str, Any] | None),
+    },
+    "cpu": {"brand_raw": checker(str | None)},
+    "zerograd_order": {"seed": checker(int | None)},
+    "commit_info": {"id": checker(str | None)},
+}
+
+
+def _typed(path: Path, data: dict[str, Any], part: str, name: str = "") -> dict[str, Any]:
+    """``data`` (``part`` of the file, at field ``name``) with each key the page reads of its
+    type, or a SchemaError naming the file and the field."""
+    for key, kind in PYTEST_BENCHMARK[part].items():
+        if key in data and not kind.fits(data[key]):
+            raise SchemaError(f"{path}: {wrong(f'{name}{key}', kind.explain(data[key]))}")
+    return data
+
+
 def _pytest_benchmark(directory: Path) -> dict[str, Any] | None:
-    """pytest-benchmark's --benchmark-json output, reduced to what the table shows."""
+    """pytest-benchmark's --benchmark-json output, reduced to what the table shows. Not JSON
+    (a cut-off write) is said on the page; a value of the wrong type is a SchemaError."""
     path = directory / "pytest-benchmark.json"
     if not path.exists():
         return None
@@ -35,9 +78,21 @@ def _pytest_benchmark(directory: Path) -> dict[str, Any] | None:
         data = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as err:
         return {"error": f"{path.name} is not valid JSON ({err})", "benchmarks": []}
+    if not isinstance(data, dict):
+        raise SchemaError(f"{path} is not a JSON object ({shown(data)})")
+    _typed(path, data, "")
+    for i, bench in enumerate(data.get("benchmarks") or []):
+        _typed(path, bench, "benchmarks[]", f"benchmarks[{i}].")
+        _typed(path, bench.get("stats") or {}, "stats", f"benchmarks[{i}].stats.")
+    machine = _typed(path, data.get("machine_info") or {}, "machine_info", "machine_info.")
+    _typed(path, machine.get("cpu") or {}, "cpu", "machine_info.cpu.")
+    _typed(
+        path, machine.get("zerograd_order") or {}, "zerograd_order", "machine_info.zerograd_order."
+    )
+    commit = _typed(path, data.get("commit_info") or {}, "commit_info", "commit_info.")
     benchmarks = []
-    for bench in data.get("benchmarks", []):
-        st = bench.get("stats", {})
+    for bench in data.get("benchmarks") or []:
+        st = bench.get("stats") or {}
         benchmarks.append(
             {
                 "name": bench.get("name") or bench.get("fullname", "?"),
@@ -53,14 +108,12 @@ def _pytest_benchmark(directory: Path) -> dict[str, Any] | None:
             }
         )
     benchmarks.sort(key=lambda b: (b["group"], b["median_s"] or math.inf))
-    machine = data.get("machine_info") or {}
-    commit = data.get("commit_info") or {}
     return {
         "error": None,
         "benchmarks": benchmarks,
         "datetime": data.get("datetime"),
         "version": data.get("version"),
-        "machine": machine.get("cpu", {}).get("brand_raw") or machine.get("processor"),
+        "machine": (machine.get("cpu") or {}).get("brand_raw") or machine.get("processor"),
         "commit": (commit.get("id") or "")[:12],
         "order": machine.get("zerograd_order"),  # the shuffled order's seed (benches/conftest)
     }

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from reports.schema.fieldtypes import Kind, checker, shown, wrong
+
 RESULTS = "results"
 BENCHMARKS = "benchmarks.json"
 MACHINE = "machine.json"
@@ -23,6 +25,69 @@ MACHINE = "machine.json"
 
 class HistoryError(ValueError):
     """A bad directory or results file: one line, exit 2."""
+
+
+# the keys of asv's files that are read here, with the types asv writes (``asv.results``,
+# ``asv.benchmarks``): another type is a HistoryError naming the file and the field
+def _kinds(hints: dict[str, Any]) -> dict[str, Kind]:
+    return {key: checker(hint) for key, hint in hints.items()}
+
+
+BENCHMARK_FIELDS = _kinds(  # one benchmark of benchmarks.json
+    {
+        "name": str,
+        "params": list[list[str]] | None,  # each parameter's values, as asv's reprs
+        "param_names": list[str] | None,
+        "version": str | None,
+        "unit": str | None,
+        "type": str | None,
+        "rounds": int | None,
+    }
+)
+RESULT_FILE_FIELDS = _kinds(  # a results file (its ``results`` rows: ``RESULT_COLUMNS``)
+    {
+        "commit_hash": str,
+        "date": float | None,  # JavaScript milliseconds
+        "env_name": str | None,
+        "params": dict[str, Any] | None,
+        "result_columns": list[str],
+        "results": dict[str, list[Any] | None],
+    }
+)
+RESULT_COLUMNS = _kinds(  # a benchmark's row of a results file, column by column
+    {
+        "result": list[float | None] | None,  # null: failed, NaN: skipped
+        "params": list[list[str]] | None,
+        "version": str | None,
+        "samples": list[list[float] | None] | None,
+        "stats_ci_99_a": list[float | None] | None,
+        "stats_ci_99_b": list[float | None] | None,
+        "stats_q_25": list[float | None] | None,
+        "stats_q_75": list[float | None] | None,
+        "stats_repeat": list[float | None] | None,
+    }
+)
+MACHINE_FIELDS = _kinds({"machine": str | None})
+
+
+def check(
+    path: Path, data: dict[str, Any], kinds: dict[str, Kind], where: str = "", inside: str = ""
+) -> None:
+    """Each key of ``data`` that ``kinds`` names is of its type, or a HistoryError naming the
+    file, ``where`` in it (a benchmark) and the field (``inside`` another: ``params.``)."""
+    for key, kind in kinds.items():
+        value = data.get(key)
+        if key in data and not kind.fits(value):
+            problem = wrong(f"{inside}{key}", kind.explain(value))
+            raise HistoryError(f"{str(path)!r}: {where}{problem}")
+
+
+def load_object(path: Path) -> dict[str, Any]:
+    """A JSON file that holds an object, or a HistoryError naming it."""
+    data = _load_json(path)
+    if not isinstance(data, dict):
+        raise HistoryError(f"{str(path)!r} is not a JSON object ({shown(data)})")
+    return data
 
 
 # -- reading asv's files --------------------------------------------------------------------------
@@ -130,15 +195,15 @@ def read_result_file(path: Path, benchmarks: dict[str, dict]) -> dict[str, Any]:
     parameters' values as asv does. Results of another benchmark version are skipped, as
     asv's publish skips them; ``null`` is a failure and NaN a skip: no point.
     """
-    data = _load_json(path)
+    data = load_object(path)
     try:
         columns = data["result_columns"]
         rows = data["results"]
         commit = data["commit_hash"]
-    except (TypeError, KeyError) as err:
+    except KeyError as err:
         raise HistoryError(f"{str(path)!r} is not an asv results file (no {err})") from None
-    if not isinstance(rows, dict) or not isinstance(columns, list) or not isinstance(commit, str):
-        raise HistoryError(f"{str(path)!r} is not an asv results file")
+    check(path, data, RESULT_FILE_FIELDS)
+    check(path, data.get("params") or {}, MACHINE_FIELDS, inside="params.")
     out: dict[str, Any] = {
         "commit": commit,
         "date": data.get("date"),
@@ -151,7 +216,10 @@ def read_result_file(path: Path, benchmarks: dict[str, dict]) -> dict[str, Any]:
         bench = benchmarks.get(name)
         if bench is None:
             continue
+        if row is None:  # asv wrote no row: nothing measured
+            continue
         fields = dict(zip(columns, row, strict=False))
+        check(path, fields, RESULT_COLUMNS, f"benchmark {name!r}: ")
         version = fields.get("version")
         if version is not None and bench.get("version") not in (None, version):
             out["stale"].append(name)
@@ -175,7 +243,9 @@ def _result_files(results: Path):
         machine_file = machine_dir / MACHINE
         if not machine_file.is_file():  # asv skips a folder without machine.json too
             continue
-        machine = (_load_json(machine_file) or {}).get("machine") or machine_dir.name
+        machine_info = load_object(machine_file)
+        check(machine_file, machine_info, MACHINE_FIELDS)
+        machine = machine_info.get("machine") or machine_dir.name
         for path in sorted(machine_dir.glob("*.json")):
             if path.name not in (MACHINE, BENCHMARKS):
                 yield machine, path
@@ -188,6 +258,8 @@ def load(asv_dir: Path) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise HistoryError(f"{str(results / BENCHMARKS)!r} is not asv's benchmarks.json")
     benchmarks = {k: v for k, v in raw.items() if isinstance(v, dict) and "name" in v}
+    for name, bench in benchmarks.items():
+        check(results / BENCHMARKS, bench, BENCHMARK_FIELDS, f"benchmark {name!r}: ")
     series: dict[tuple, Series] = {}
     stale: dict[str, int] = defaultdict(int)
     unreadable: list[str] = []
@@ -215,9 +287,13 @@ def load(asv_dir: Path) -> dict[str, Any]:
                 Series(benchmark=name, params=combo, machine=machine, env=got["env"]),
             )
             s.points.append(point)
+    if files == 0 and unreadable:
+        raise HistoryError(
+            f"{str(results)!r} holds no readable asv results file ({len(unreadable)} "
+            f"unreadable; the first: {unreadable[0]})"
+        )
     if files == 0:
-        why = f" ({unreadable[0]})" if unreadable else ""
-        raise HistoryError(f"{str(results)!r} holds no asv results files{why}; run `asv run` first")
+        raise HistoryError(f"{str(results)!r} holds no asv results files; run `asv run` first")
     for s in series.values():
         s.points.sort(key=lambda p: commit_order(p.date, p.commit))
     rank = {

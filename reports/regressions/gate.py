@@ -71,7 +71,9 @@ def load(path: Path) -> CompareFile | VerdictFile:
         return CompareFile.from_json(data) if compare else VerdictFile.from_json(data)
     except RecordError as err:
         name = COMPARE if compare else VERDICTS
-        raise GateError(f"{str(path)!r} is no {name}: {err}") from None
+        raise GateError(
+            f"{str(path)!r} is no {name}: {str(err).removeprefix(f'{name}: ')}"
+        ) from None
 
 
 def check_leaks(path: Path, data: dict[str, Any]) -> None:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from reports.schema.fieldtypes import checker, shown, wrong, wrong_type
 from reports.schema.row_parts import (
     PARTS,
     Collectives,
@@ -50,11 +51,12 @@ def field_names(cls) -> tuple[str, ...]:
 
 
 def build(cls, data: Any, what: str, required: tuple[str, ...] = ()):
-    """``cls`` from a JSON object whose keys are its fields; an unknown key, a missing field
-    (one without a default, or one of ``required``: a field the file always holds) or a
-    non-object is a RecordError."""
+    """``cls`` from a JSON object whose keys are its fields (the records inside it already
+    built); an unknown key, a missing field (one without a default, or one of ``required``: a
+    field the file always holds), a value not of its field's type (``fieldtypes``) or a
+    non-object is a RecordError naming the field and what it must be."""
     if not isinstance(data, dict):
-        raise RecordError(f"{what} is not an object ({json.dumps(data)[:60]})")
+        raise RecordError(f"{what} is not an object ({shown(data)})")
     names = set(field_names(cls))
     unknown = [key for key in data if key not in names]
     if unknown:
@@ -62,20 +64,35 @@ def build(cls, data: Any, what: str, required: tuple[str, ...] = ()):
     missing = [key for key in required if key not in data]
     if missing:
         raise RecordError(f"{what} has no field {missing[0]!r}")
+    bad = wrong_type(cls, data)
+    if bad is not None:
+        raise RecordError(inside(what, wrong(*bad)))
     try:
         return cls(**data)
     except TypeError as err:  # a required field is missing
         raise RecordError(f"{what}: {err}") from None
 
 
+def inside(what: str, message: str) -> str:
+    """``message`` about a field (``field 'x' ...``) of ``what``: a part named as a field
+    (``row 'r': field 'memory'``) makes one dotted name (``row 'r': field 'memory.x' ...``)."""
+    head, sep, name = what.rpartition("field '")
+    if sep and name.endswith("'") and "'" not in name[:-1] and message.startswith("field '"):
+        return f"{head}field '{name[:-1]}.{message.removeprefix(sep)}"
+    return f"{what}: {message}"
+
+
 def part(cls, data: Any, what: str):
-    """``build`` for a part of a row, the records inside it (its class's ``NESTED``) too."""
-    record = build(cls, data, what)
-    for name, inner in getattr(cls, "NESTED", {}).items():
-        value = getattr(record, name)
-        if value is not None:
-            setattr(record, name, part(inner, value, f"{what}.{name}"))
-    return record
+    """``build`` for a part of a row, the records inside it (its class's ``NESTED``) first."""
+    nested = getattr(cls, "NESTED", {})
+    if nested and isinstance(data, dict):
+        data = {
+            key: part(nested[key], value, inside(what, f"field {key!r}"))
+            if key in nested and value is not None
+            else value
+            for key, value in data.items()
+        }
+    return build(cls, data, what)
 
 
 def finite(value: Any) -> Any:
@@ -128,6 +145,26 @@ class Paired:
 
 # -- the run: run.json -----------------------------------------------------------------------------
 RUN = "run.json"
+# the sweep's options (run.json's ``sweep``) the reports read, with their types: another option
+# is kept as it is (the sweep's own record, ``benches.sweep.arguments.Sweep``, wrote them)
+SWEEP_READ = {
+    key: checker(hint)
+    for key, hint in {
+        "min_effect": float | None,
+        "looks": int | None,
+        "rounds": int | None,
+        "repeat": int | None,
+        "warmup": int | None,
+        "quick": bool | None,
+        "accumulate": list[int] | None,
+        "live_tensors": list[int] | None,
+        "precision": list[str] | None,
+        "grad_sync": list[str] | None,
+        "workload": str | None,
+        "preset": str | None,
+        "device": str | None,
+    }.items()
+}
 
 
 class UnreadableFile(RecordError):
@@ -165,13 +202,10 @@ class RunFile:
                 data.pop(key, None)
             elif not isinstance(data[key], dict):
                 raise RecordError(f"{path}: field {key!r} is not an object")
-        min_effect = data.get("sweep", {}).get("min_effect")
-        if min_effect is not None and (
-            isinstance(min_effect, bool) or not isinstance(min_effect, int | float)
-        ):
-            raise RecordError(
-                f"{path}: field 'sweep.min_effect' is {json.dumps(min_effect)}; valid: a fraction"
-            )
+        for key, value in data.get("sweep", {}).items():
+            kind = SWEEP_READ.get(key)
+            if kind is not None and not kind.fits(value):
+                raise RecordError(f"{path}: {wrong(f'sweep.{key}', kind.explain(value))}")
         names = field_names(cls)
         return build(cls, {k: v for k, v in data.items() if k in names}, str(path))
 

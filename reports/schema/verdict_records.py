@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Self
 
+from reports.schema.fieldtypes import shown
 from reports.schema.records import Paired, RecordError, build, field_names, write_json
 
 VERDICTS_SCHEMA_VERSION = 1  # of verdicts.json and compare.json (rows: rows.SCHEMA_VERSION)
@@ -251,7 +252,7 @@ class CaseOverhead:
         if not isinstance(data, dict) or not all(key in data for key in head):
             raise RecordError(f"{what} has no {', '.join(head)}")
         paired = build(Paired, {k: v for k, v in data.items() if k not in head}, what)
-        return cls(**{key: data[key] for key in head}, paired=paired)
+        return build(cls, {**{key: data[key] for key in head}, "paired": paired}, what)
 
 
 GROWTH = (  # a measured growth verdict's figures, bytes per window (reports.judge.leaks)
@@ -372,7 +373,7 @@ class VerdictFile:
                     lists[key].from_json(x, f"{key}[{i}]") for i, x in enumerate(_list(value, key))
                 ]
             elif key == "error_control":
-                values[key] = build(ErrorControl, value, key)
+                values[key] = build(ErrorControl, value, f"field {key!r}")
             elif key != "leaks":  # derived from memory_growth
                 values[key] = value
         return build(cls, values, VERDICTS)
@@ -383,7 +384,7 @@ class VerdictFile:
 
 def _list(value: Any, key: str) -> list:
     if not isinstance(value, list):
-        raise RecordError(f"{key!r} is not a list")
+        raise RecordError(f"field {key!r} is {shown(value)}; valid: a list")
     return value
 
 
@@ -459,12 +460,13 @@ class CompareFile:
         if not isinstance(data, dict):
             raise RecordError("compare.json is not an object")
         parts = {
-            "a": lambda v: build(RunRef, v, "a"),
-            "b": lambda v: build(RunRef, v, "b"),
+            "a": lambda v: build(RunRef, v, "field 'a'"),
+            "b": lambda v: build(RunRef, v, "field 'b'"),
             "resolution": lambda v: [
-                build(Resolution, x, f"resolution[{i}]") for i, x in enumerate(_list(v, "r"))
+                build(Resolution, x, f"resolution[{i}]")
+                for i, x in enumerate(_list(v, "resolution"))
             ],
-            "between_runs": lambda v: build(BetweenRuns, v, "between_runs"),
+            "between_runs": lambda v: build(BetweenRuns, v, "field 'between_runs'"),
             "comparisons": lambda v: [
                 RunComparison.from_json(x, f"comparisons[{i}]")
                 for i, x in enumerate(_list(v, "comparisons"))
