@@ -24,7 +24,6 @@ from reports.judge.verdicts import DEFAULT_MIN_EFFECT
 from reports.schema.records import RecordError, RunFile
 from reports.schema.settings import FIXED, FixedSettings
 
-SEED_MAX = 2**64 - 1  # torch.manual_seed's range
 DEVICES = ("auto", "cpu", "cuda")
 BASELINE_GONE = "baseline"
 MAX_LOOKS = 6  # the first round and up to 5 added rounds; each look at ALPHA / MAX_LOOKS
