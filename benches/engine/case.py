@@ -96,7 +96,7 @@ def run_case(spec: CaseSpec) -> dict[str, Any] | None:
     )
     del references
     wall.lap("gradient_check")
-    samples, context, process_figures, collectives = timed_pairs(
+    samples, context, process_figures, collectives, stamps = timed_pairs(
         spec, runner, workload, timed, counter, wall
     )
     if parallel.sharded:
@@ -129,6 +129,7 @@ def run_case(spec: CaseSpec) -> dict[str, Any] | None:
         **measured,
         **errors,
         "process": process_figures,
+        "pairs_stamps": stamps,
         "compile_s": compile_s,
         "cost_model": cost_figures(costs, samples) if costs else None,
         "profile": profiled,
@@ -224,7 +225,7 @@ def check_gradients(
 
 def timed_pairs(
     spec, runner, workload, timed, counter, wall: Wall
-) -> tuple[dict, Memory, Any, list]:
+) -> tuple[dict, Memory, Any, list, tuple]:
     """The plain loop beside the strategy's, warm-up, then ``repeat`` timed pairs: the samples
     of every phase, the memory context (RSS, growth per window), psutil's figures of the
     process and the collectives per window."""
@@ -280,7 +281,7 @@ def timed_pairs(
         plain_growth_readings=plain,
         growth_measure=growth_measure(workload.device),
     )
-    return samples, context, process_figures, collectives
+    return samples, context, process_figures, collectives, figures.stamps
 
 
 def other_settings(spec: CaseSpec, runner: PairedRunner, timed, samples: dict) -> float | None:
@@ -456,7 +457,11 @@ def run_rotated(spec: CaseSpec) -> list[Row]:
             spec, strategy=name, options=options, process_id=spec.case_id, time_only=True
         )
         part = measured_part(mine, workload, measured["samples"][label], None, made(Memory), [])
-        extra = {"process": measured["process"], "build_order": measured["build_order"]}
+        extra = {
+            "process": measured["process"],
+            "build_order": measured["build_order"],
+            "pairs_stamps": measured["pairs_stamps"],
+        }
         rows.append(row_for(mine, {**part, **extra, "wall_s": share, "compile_s": None}))
     return rows
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,12 @@ from pathlib import Path
 import psutil
 import torch
 
+from reports.schema.row_parts import Placement
+
 ROOT = Path(__file__).resolve().parents[2]  # the checkout: benches/engine/envinfo.py
+NODE_ID = "ZEROGRAD_NODE_ID"  # set by a cluster's task for its case (benches/sweep/cluster)
+ATTEMPT = "ZEROGRAD_ATTEMPT"  # ... and which attempt of the process it is (1, or 2: a retry)
+QUEUED = "ZEROGRAD_QUEUED_S"  # ... and how long it waited between its submission and its start
 
 
 def git_state(root: Path = ROOT) -> dict[str, str | bool | None]:
@@ -112,3 +118,35 @@ def environment(device: str | torch.device = "cpu") -> dict[str, object]:
         info["gpu_memory_bytes"] = props.total_memory
         info["gpu_capability"] = f"{props.major}.{props.minor}"
     return info
+
+
+def placement(
+    device: str | torch.device = "cpu",
+    pairs_start: float | None = None,
+    pairs_end: float | None = None,
+) -> Placement:
+    """Where this process runs (the row's ``placement``): host, the cluster's node and attempt
+    (from the task's environment: none outside a cluster), the device with its UUID on CUDA,
+    the cores it may use, and its timed pairs' wall-clock stamps."""
+    from benches.engine.process import affinity
+
+    device = torch.device(device)
+    cuda = device.type == "cuda" and torch.cuda.is_available()
+    index = uuid = None
+    if cuda:
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        uuid = str(getattr(torch.cuda.get_device_properties(index), "uuid", "") or "") or None
+    number = {k: os.environ.get(k) for k in (ATTEMPT, QUEUED)}
+    return Placement(
+        host=socket.gethostname(),
+        node_id=os.environ.get(NODE_ID) or None,
+        device_index=index,
+        visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
+        device_name=torch.cuda.get_device_name(index) if cuda else cpu_model(),
+        device_uuid=uuid,
+        cores=affinity(),
+        pairs_start=pairs_start,
+        pairs_end=pairs_end,
+        queued_s=float(number[QUEUED]) if number[QUEUED] else None,
+        attempt=int(number[ATTEMPT]) if number[ATTEMPT] else None,
+    )

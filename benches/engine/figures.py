@@ -184,7 +184,10 @@ def grad_sync_ratio(samples: dict[str, list], spec: CaseSpec) -> LoopRatio | Non
 def row_for(spec: CaseSpec, measured: dict[str, Any]) -> Row:
     """A results row: the case's identity, what was measured (``measured``: the row's fields
     by name, each part a ``row_parts`` record), the environment. A field it is not given is
-    left out of its JSON (``row_parts.made``); the writer adds ``schema_version``."""
+    left out of its JSON (``row_parts.made``); the writer adds ``schema_version``.
+    ``measured["pairs_stamps"]``: the timed pairs' wall-clock start and end, for ``placement``."""
+    measured = dict(measured)
+    stamps = measured.pop("pairs_stamps", None) or (None, None)
     return made(
         Row,
         run_id=spec.run_id,
@@ -201,6 +204,7 @@ def row_for(spec: CaseSpec, measured: dict[str, Any]) -> Row:
             # forked from the sweep's fork server (benches/sweep/zygote.py) or spawned fresh
             "process_start": os.environ.get("ZEROGRAD_PROCESS_START", "spawned"),
         },
+        placement=envinfo.placement(spec.device, *stamps),
     )
 
 

@@ -37,6 +37,7 @@ class TimedPairsProcess:
         self.uss: list[int] = []
 
     def start(self) -> None:
+        self.stamps = (time.time(), None)  # the pairs' wall-clock start and end (placement)
         self.cpu = self.proc.cpu_times()
         self.switches = self.proc.num_ctx_switches()
         self.started = time.perf_counter()
@@ -52,6 +53,7 @@ class TimedPairsProcess:
 
     def figures(self) -> ProcessFigures:
         seconds = time.perf_counter() - self.started
+        self.stamps = (self.stamps[0], time.time())
         cpu, switches = self.proc.cpu_times(), self.proc.num_ctx_switches()
         involuntary = switches.involuntary - self.switches.involuntary
         return made(

@@ -125,6 +125,11 @@ def rotated_rounds(spec, workload, timed, build_seed: int, lap=None) -> dict[str
                 samples[label]["plain_reset"].append(windows[PLAIN]["reset"])
                 samples[label]["cpu_pressure"].append(pressure)
             figures.sample()
-        return {"samples": samples, "process": figures.figures(), "build_order": runner.build_order}
+        return {
+            "samples": samples,
+            "process": figures.figures(),
+            "pairs_stamps": figures.stamps,
+            "build_order": runner.build_order,
+        }
     finally:
         runner.close()

@@ -45,7 +45,7 @@ def run_one(
     spec_path.write_text(json.dumps(dataclasses.asdict(spec)))
     code: int | None = None
     forked = False
-    started = time.monotonic()
+    started, stamp = time.monotonic(), time.time()
     if server is not None and spec.parallel == "none":  # torchrun's ranks start their own
         try:
             code, forked = server.run([str(spec_path), str(out_path)], log_path, timeout), True
@@ -54,7 +54,7 @@ def run_one(
     if not forked:
         code = spawn(spec, spec_path, out_path, log_path, timeout)
     if code is None:
-        return [_failed(spec, f"timed out after {timeout:g} s", started)]
+        return [_failed(spec, f"timed out after {timeout:g} s", started, stamp)]
     if out_path.exists():
         written = json.loads(out_path.read_text())
         rows = written if isinstance(written, list) else [written]  # a rotated process: several
@@ -64,6 +64,7 @@ def run_one(
             # the process's start: the fork (or the fresh interpreter's imports), the spec read
             row["wall_s"] = {**wall, "process_start": max(0.0, total - sum(wall.values()))}
             row["wall_s"]["total"] = total
+            stamped(row, stamp)
         if rows[0]["status"] != "ok" and spec.parallel != "none":
             # rank 0 often sees only that a peer hung up: every rank's exception, first first
             raised = _exception_lines(log_path)
@@ -80,16 +81,24 @@ def run_one(
     tail = _exception_lines(log_path) or [line for line in lines if line]
     if tail:
         error += f": {tail[-1]}"
-    return [_failed(spec, error, started)]
+    return [_failed(spec, error, started, stamp)]
 
 
-def _failed(spec: CaseSpec, error: str, started: float) -> dict[str, Any]:
+def _failed(spec: CaseSpec, error: str, started: float, stamp: float) -> dict[str, Any]:
     """The row of a case that wrote none: its error, and how long it held the sweep."""
     from benches.engine.case import failed_measure, row_for
     from benches.engine.results import row_json
 
     row = row_json(row_for(spec, failed_measure(error)))
     row["wall_s"] = {"total": time.monotonic() - started}
+    return stamped(row, stamp)
+
+
+def stamped(row: dict[str, Any], started: float) -> dict[str, Any]:
+    """``row`` with its process's wall-clock start and end in its ``placement``."""
+    placement = row.get("placement")
+    if isinstance(placement, dict):
+        row["placement"] = {**placement, "started": started, "ended": time.time()}
     return row
 
 

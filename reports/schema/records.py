@@ -34,6 +34,7 @@ from reports.schema.row_parts import (
     LoopRatio,
     Memory,
     Mfu,
+    Placement,
     ProcessFigures,
     Profile,
     Summary,
@@ -270,6 +271,7 @@ class Row(RowIdentity):
     profile: Profile | None = None  # engine.profiling: the profiled pair
     wall_s: dict[str, float] | None = None  # the process's seconds per step
     env: dict[str, Any] = field(default_factory=dict)  # engine.envinfo, git, process start
+    placement: Placement | None = None  # where the process ran (envinfo.placement)
 
     # the objects a row always has (empty where nothing was measured): null reads as empty
     OBJECTS: ClassVar[tuple[str, ...]] = ("phases", "samples", "memory", "env")

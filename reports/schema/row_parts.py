@@ -308,6 +308,31 @@ class LoopRatio:
     NESTED: ClassVar[dict[str, type]] = {"plain": Summary}
 
 
+@dataclass(slots=True)
+class Placement:
+    """The row's ``placement``: where its process ran (``benches.engine.envinfo.placement``). A
+    local sweep writes it too (its host, no node id); a row without it (older runs) ran on the
+    sweep's one machine. The machine a verdict counts is the GPU (``device_uuid``) on CUDA,
+    else the node (``node_id``), else the host (``reports.judge.machines.machine_of``)."""
+
+    host: str | None = None  # the host's name (socket.gethostname)
+    node_id: str | None = None  # the Ray node's id; null outside a cluster
+    device_index: int | None = None  # torch's CUDA device index in the process; null on CPU
+    visible_devices: str | None = None  # CUDA_VISIBLE_DEVICES as the process saw it
+    device_name: str | None = None  # the GPU's name, or the CPU model
+    device_uuid: str | None = None  # the GPU's UUID (torch's device properties); null on CPU
+    cores: list[int] | None = None  # the CPUs the process could run on (rank 0's)
+    # the wall-clock stamps (Unix seconds) of its timed pairs' start and end: the report counts
+    # from them the other sweep processes that shared its node meanwhile
+    pairs_start: float | None = None
+    pairs_end: float | None = None
+    # the process's own start and end (Unix seconds), stamped by the sweep's launcher
+    started: float | None = None
+    ended: float | None = None
+    queued_s: float | None = None  # on a cluster: seconds from its submission to its start
+    attempt: int | None = None  # on a cluster: 1, or 2 for the retry of a process lost once
+
+
 # a row's field -> the record it holds (``records.Row.from_json`` builds them)
 PARTS: dict[str, type] = {
     "memory": Memory,
@@ -323,4 +348,5 @@ PARTS: dict[str, type] = {
     "overhead": LoopRatio,
     "grad_sync_vs_every": LoopRatio,
     "settings_vs": LoopRatio,
+    "placement": Placement,
 }
