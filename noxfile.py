@@ -24,14 +24,22 @@ def install_project(session: nox.Session, extras: str = "bench") -> None:
 def tests(session: nox.Session) -> None:
     """The test suite without the slow end-to-end tests (docs/development.md: its time)."""
     install_project(session, "bench,dev,hf")  # dev: asv (tests/test_asv.py); hf: the GPT-2 example
-    session.run("python", "-m", "pytest", *(session.posargs or ["-q", "-m", "not slow"]))
+    session.run("python", "-m", "pytest", *(session.posargs or ["-q", "-m", "not slow and not cluster"]))
 
 
 @nox.session(python=PYTHON, reuse_venv=True, default=False)
 def slow(session: nox.Session) -> None:
     """The slow end-to-end tests (asv over commits, ranks, A/A sweeps); CI runs them too."""
     install_project(session, "bench,dev,hf")
-    session.run("python", "-m", "pytest", *(session.posargs or ["-q", "-m", "slow"]))
+    session.run("python", "-m", "pytest", *(session.posargs or ["-q", "-m", "slow and not cluster"]))
+
+
+@nox.session(python=PYTHON, reuse_venv=True, default=False)
+def cluster(session: nox.Session) -> None:
+    """The tests of sweeps on a Ray cluster (tests/test_cluster*.py): real clusters of two nodes
+    started inside a network namespace each test makes itself (root, `unshare -n`)."""
+    install_project(session, "bench,cluster")
+    session.run("python", "-m", "pytest", *(session.posargs or ["-q", "-m", "cluster"]))
 
 
 @nox.session(python=PYTHON, reuse_venv=True, default=False)
@@ -104,6 +112,10 @@ def bench_env(args: list[str], preset: str | None) -> dict[str, str]:
     return env
 
 
+def cluster_asked(args: list[str]) -> bool:
+    return any(a == "--cluster" or a.startswith("--cluster=") for a in args)
+
+
 def sweep_setup(session: nox.Session) -> tuple[list[str], str, str | None]:
     """The sweep's arguments (with a fresh --out), installed project and output folder."""
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -111,7 +123,8 @@ def sweep_setup(session: nox.Session) -> tuple[list[str], str, str | None]:
         args, out, preset = bench_args(session.posargs, stamp)
     except ValueError as err:
         session.error(str(err))
-    install_project(session)
+    # --cluster: Ray too (the extra); without it the sweep neither installs nor imports Ray
+    install_project(session, "bench,cluster" if cluster_asked(args) else "bench")
     os.makedirs(out, exist_ok=True)
     return args, out, preset
 

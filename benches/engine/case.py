@@ -414,12 +414,19 @@ def timeline(figures: dict[str, Any] | None) -> Timeline | None:
     return None if figures is None else made(Timeline, **figures)
 
 
+BOUND = "ZEROGRAD_BOUND"  # set by a cluster's task (benches.sweep.launch.spawn)
+
+
 def main(argv: list[str]) -> int:
     """``SPEC OUT``, the sweep's form (a case by hand is ``python -m benches case``, whose
     flags are the sweep's: ``benches.sweep.bycase``)."""
     if len(argv) != 2 or argv[0].startswith("-"):
         print(USAGE, file=sys.stderr)
         return 2
+    if os.environ.get(BOUND) and "LOCAL_RANK" in os.environ:  # a cluster's rank: dies with
+        from benches.sweep.zygote import die_with_parent  # torchrun, which dies with its task
+
+        die_with_parent()
     try:
         spec = CaseSpec(**json.loads(Path(argv[0]).read_text()))
     except (OSError, ValueError, TypeError) as err:

@@ -84,18 +84,24 @@ def pin_cores(threads: int) -> list[int]:
     """Pin this process and its threads to cores of its own, early (torch's intra-op threads
     and gloo's, started later, inherit them): local rank r of a node's ranks takes
     ``threads`` cores, counted from the end of the allowed set (the sweep and its fork server,
-    idle while a case runs, keep the whole set). The cores it took."""
+    idle while a case runs, keep the whole set); on a cluster, after the blocks of the
+    processes in lower slots of its host (``ZEROGRAD_PIN_SLOT``). The cores it took."""
     import os
 
     cores = allowed_cores()
     rank = int(os.environ.get("LOCAL_RANK", "0"))
     world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-    if cores is None or threads * world > len(cores):
+    # on a cluster, the process's slot on its host (benches.sweep.cluster): slot s takes the
+    # s-th block of threads x ranks cores from the end, so concurrent processes never share one
+    slot = int(os.environ.get("ZEROGRAD_PIN_SLOT", "0"))
+    need = threads * world * (slot + 1)
+    if cores is None or need > len(cores):
         raise ValueError(
-            f"--pin: {world} rank(s) x {threads} thread(s) need {threads * world} cores; "
+            f"--pin: {world} rank(s) x {threads} thread(s) in slot {slot} need {need} cores; "
             f"this process may use {len(cores or [])}"
         )
-    mine = cores[len(cores) - threads * world :][rank * threads : (rank + 1) * threads]
+    block = cores[len(cores) - need : len(cores) - threads * world * slot]
+    mine = block[rank * threads : (rank + 1) * threads]
     me = psutil.Process()
     me.cpu_affinity(mine)
     for thread in me.threads():  # a thread that started already (Linux: a thread is a task)

@@ -92,6 +92,12 @@ class Sweep(FixedSettings):
     looks: int = 1  # how often the sweep may look at its verdicts (each held to ALPHA / looks)
     rotate: bool = True  # added rounds: a group's strategies share a process (engine.rotation)
     quick: bool = False  # --quick: its defaults (options.QUICK); the report says what it missed
+    # processes of the control strategy per (K, N) with one round: on a cluster, at least two
+    # per machine (the spread between machines is estimated from them)
+    controls: int = CONTROL_PROCESSES
+    cluster: str | None = None  # --cluster: a Ray cluster's address, or None (this machine)
+    per_node: int | None = None  # --per-node: processes at once per node (None: the default)
+    exclusive: bool = False  # --exclusive: one process per node
 
 
 def setting_value(args: argparse.Namespace, f: dataclasses.Field) -> Any:
@@ -165,10 +171,34 @@ def resolve(args: argparse.Namespace) -> Sweep:
         min_effect=min_effect,
         control=control,
         quick=getattr(args, "quick", False),
+        **cluster_settings(args, pin, threads, world_size),
     )
     if args.resume:
         same_settings(sweep)
     return sweep
+
+
+def cluster_settings(
+    args: argparse.Namespace, pin: bool, threads: int, world_size: int
+) -> dict[str, Any]:
+    """--cluster, --per-node and --exclusive, checked as far as this machine can: the address
+    is probed and the cluster's resources checked when it is joined (``benches.sweep.cluster``)."""
+    cluster = getattr(args, "cluster", None)
+    per_node = getattr(args, "per_node", None)
+    exclusive = bool(getattr(args, "exclusive", False))
+    if cluster is None:
+        for flag, given in (("--per-node", per_node is not None), ("--exclusive", exclusive)):
+            if given:
+                raise UsageError(f"{flag} needs --cluster ADDRESS; valid: local, auto, HOST:PORT")
+        return {}
+    from benches.sweep.cluster import address
+
+    address.check(cluster)
+    if per_node is not None:
+        per_node = int_value("--per-node", per_node, 1)
+        if exclusive and per_node != 1:
+            raise UsageError(f"--exclusive runs 1 process per node; --per-node {per_node} too")
+    return {"cluster": cluster, "per_node": 1 if exclusive else per_node, "exclusive": exclusive}
 
 
 def swept(args: argparse.Namespace, name: str, default: str) -> str:
@@ -485,6 +515,9 @@ def case_settings(sweep: Sweep) -> dict[str, Any]:
     }
 
 
+SWEEP_OPTION = {"min_effect": "--min-effect", "per_node": "--per-node", "exclusive": "--exclusive"}
+
+
 def same_settings(sweep: Sweep) -> None:
     """--resume with other settings than the run's would mix cases: a usage error naming one."""
     try:
@@ -494,13 +527,18 @@ def same_settings(sweep: Sweep) -> None:
     if run is None:
         return
     recorded = {**run.case_settings}
-    if "min_effect" in run.sweep:
-        recorded["min_effect"] = run.sweep["min_effect"]
-    mine = {**case_settings(sweep), "min_effect": sweep.min_effect}
+    # the sweep's own that change its figures (--cluster may change: where is not what)
+    for name in ("min_effect", "per_node", "exclusive"):
+        recorded[name] = run.sweep.get(name, getattr(Sweep, name))
+    mine = {
+        **case_settings(sweep),
+        **{name: getattr(sweep, name) for name in ("min_effect", "per_node", "exclusive")},
+    }
     for name, value in recorded.items():
         if name in mine and value != mine[name]:
             raise UsageError(
-                f"--resume: {OPTION[name]} {spell(mine[name]) or '(none)'} differs from the "
+                f"--resume: {SWEEP_OPTION.get(name) or OPTION[name]} "
+                f"{spell(mine[name]) or '(none)'} differs from the "
                 f"run's {spell(value) or '(none)'} in {str(sweep.out)!r}; resume with the same "
                 "settings, or use a new --out"
             )

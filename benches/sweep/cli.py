@@ -40,7 +40,7 @@ from benches.sweep.budget import (
 )
 from benches.sweep.options import build_parser
 from benches.sweep.outdir import DEFAULT_RUNS
-from benches.sweep.places import Local, Place
+from benches.sweep.places import ClusterLost, Local, Place
 from benches.sweep.plan import cases
 from reports.judge.rows import case_key
 from reports.schema.records import RUN, RunFile
@@ -129,11 +129,17 @@ def sweep_main(sweep: Sweep) -> int:
     )
 
     started = process_started()  # the budget holds the whole command, its imports included
-    run_id, done = start_run(sweep)
+    console = Console(stderr=True)
+    place = open_place(sweep, console)  # a cluster's problems are usage errors: nothing written
+    try:
+        run_id, done = start_run(sweep)
+    except BaseException:
+        place.close()
+        raise
+
     git = envinfo.git_state()
     planned = cases(sweep, run_id, git)
     todo = [c for c in planned if (case_key(c), c.round) not in done]
-    console = Console(stderr=True)
     out = escape(str(sweep.out))  # a path is data, never markup
     console.print(
         f"zerograd sweep {run_id}: {len(todo)} cases ({len(done)} already done), "
@@ -149,17 +155,30 @@ def sweep_main(sweep: Sweep) -> int:
         TextColumn("ETA"),
         TimeRemainingColumn(),
     )
-    fresh = os.environ.get(zygote.FRESH) or not (todo or sweep.budget)
-    place = Local(sweep.timeout, fork_server=not fresh)
     try:
         with Progress(*columns, console=console, transient=False) as progress:
             run = SweepRun(sweep, run_id, git, place, progress, started)
             run.run_cases(todo)
-            if sweep.budget and not run.interrupted:
+            if sweep.budget and not (run.interrupted or run.not_run):
                 run.spend_budget()
     finally:
         place.close()
-    return finish(sweep, console, run.failed, run.interrupted)
+    return finish(sweep, console, run.failed, run.interrupted, run.not_run)
+
+
+def open_place(sweep: Sweep, console) -> Place:
+    """Where the sweep's processes run: this machine (``Local``, forked from the fork server)
+    or a Ray cluster (``--cluster``: joined, its resources checked, its controls at least two
+    per machine). Nothing is written yet: a cluster's problem is a UsageError."""
+    if sweep.cluster is None:
+        return Local(sweep.timeout, fork_server=not os.environ.get(zygote.FRESH))
+    from benches.sweep.cluster.place import RayPlace
+
+    place = RayPlace(sweep, sweep.timeout)
+    if sweep.control != "none" and sweep.rounds == 1:
+        sweep.controls = max(sweep.controls, 2 * place.machines())
+    console.print(escape(place.describe()))
+    return place
 
 
 class SweepRun:
@@ -176,6 +195,7 @@ class SweepRun:
         self.started = started
         self.failed = 0
         self.interrupted = False
+        self.not_run = 0  # processes the cluster could not run (its connection ended)
         self.walls: dict[tuple, list[float]] = {}  # time-only processes' walls, by kind
 
     def run_cases(self, specs: list[CaseSpec], deadline: float | None = None) -> None:
@@ -192,6 +212,7 @@ class SweepRun:
                     expected = expected_wall(self.walls, spec)
                     if deadline is not None and time.monotonic() + expected > deadline:
                         queue = []  # the rest would end past the deadline
+                        in_flight -= getattr(self.place, "drop_waiting", lambda: 0)()
                         break
                     self.progress.update(self.task, description=escape(f"{spec.case_id:<40}"))
                     self.place.submit(spec)
@@ -203,6 +224,13 @@ class SweepRun:
                 self.record(spec, rows)
         except KeyboardInterrupt:
             self.interrupted = True
+        except ClusterLost as lost:  # every row written is kept; the rest did not run
+            self.not_run = lost.in_flight + len(queue)
+            self.progress.console.print(
+                f"[red]cluster lost[/red]: {escape(str(lost))}; {self.not_run} processes did not "
+                "run (--resume runs them)",
+                soft_wrap=True,
+            )
 
     def record(self, spec: CaseSpec, rows: list[dict]) -> None:
         """A finished process's rows, appended at once; its wall by kind; a failure said."""
@@ -251,6 +279,9 @@ class SweepRun:
                 if (c.accumulate, c.live_tensors, c.grad_sync, c.precision) in groups
             ]
             specs = [s for r in rounds for s in round_specs(here, r, sweep.rotate)]
+            while len(specs) < self.place.capacity:  # a look fills the cluster's slots
+                rounds = range(rounds[0], rounds[-1] + 2)
+                specs += round_specs(here, rounds[-1], sweep.rotate)
             shuffle.shuffle(specs)
             self.progress.console.print(
                 f"look {look + 1} of at most {sweep.looks}: {unclear} comparisons still unclear "
@@ -258,12 +289,12 @@ class SweepRun:
                 f"{rounds[0]}-{rounds[-1]})"
             )
             self.run_cases(specs, deadline)
-            if self.interrupted:
+            if self.interrupted or self.not_run:
                 return
             next_round += len(rounds)
 
 
-def finish(sweep: Sweep, console, failed: int, interrupted: bool) -> int:
+def finish(sweep: Sweep, console, failed: int, interrupted: bool, not_run: int = 0) -> int:
     from benches.sweep import summary
 
     report = page = None
@@ -285,7 +316,12 @@ def finish(sweep: Sweep, console, failed: int, interrupted: bool) -> int:
     if interrupted:
         console.print("interrupted: the case in progress was abandoned; finished rows are kept")
         return 130
-    return 1 if failed else 0
+    if not_run:
+        console.print(
+            f"the cluster was lost: {not_run} processes did not run; finished rows are kept "
+            "(--resume runs the rest)"
+        )
+    return 1 if failed or not_run else 0
 
 
 def terminate_as_interrupt() -> None:

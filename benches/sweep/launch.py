@@ -31,15 +31,20 @@ def case_env() -> dict[str, str]:
 
 
 def run_one(
-    spec: CaseSpec, timeout: float, server: zygote.Zygote | None = None
+    spec: CaseSpec,
+    timeout: float,
+    server: zygote.Zygote | None = None,
+    attempt: int | None = None,
 ) -> list[dict[str, Any]]:
     """The case in a process of its own (forked from ``server``, or a fresh interpreter): its
     row (a rotated process: one per strategy); a crash, an OOM kill or a timeout becomes a
-    failed row."""
+    failed row. ``attempt`` (a cluster's task): the attempt's own spec, row and log paths, and
+    a fresh interpreter that dies with the task's worker (``PR_SET_PDEATHSIG``)."""
     work = Path(spec.out_dir) / "cases"
     work.mkdir(parents=True, exist_ok=True)
-    spec_path, out_path = work / f"{spec.case_id}.json", work / f"{spec.case_id}.row.json"
-    log_path = Path(spec.out_dir) / "logs" / f"{spec.case_id}.log"
+    stem = spec.case_id + (f".a{attempt}" if attempt else "")
+    spec_path, out_path = work / f"{stem}.json", work / f"{stem}.row.json"
+    log_path = Path(spec.out_dir) / "logs" / f"{stem}.log"
     log_path.parent.mkdir(exist_ok=True)
     out_path.unlink(missing_ok=True)
     spec_path.write_text(json.dumps(dataclasses.asdict(spec)))
@@ -52,7 +57,7 @@ def run_one(
         except (EOFError, OSError):  # the server is gone: this case and the rest spawn
             server = None
     if not forked:
-        code = spawn(spec, spec_path, out_path, log_path, timeout)
+        code = spawn(spec, spec_path, out_path, log_path, timeout, bound=attempt is not None)
     if code is None:
         return [_failed(spec, f"timed out after {timeout:g} s", started, stamp)]
     if out_path.exists():
@@ -102,11 +107,26 @@ def stamped(row: dict[str, Any], started: float) -> dict[str, Any]:
     return row
 
 
-def spawn(spec: CaseSpec, spec_path: Path, out_path: Path, log_path: Path, timeout: float):
+# a fresh interpreter that dies with the process that started it, then becomes the case (the
+# death signal survives exec): a cluster's case ends with its task's worker
+BOUND = (
+    "import os, sys; from benches.sweep.zygote import die_with_parent; die_with_parent(); "
+    "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
+)
+
+
+def spawn(
+    spec: CaseSpec,
+    spec_path: Path,
+    out_path: Path,
+    log_path: Path,
+    timeout: float,
+    bound: bool = False,
+):
     """The case in a fresh interpreter (under torchrun with ranks): its exit code, or None when
-    it timed out (its process group killed)."""
+    it timed out (its process group killed). ``bound``: it dies with this process too."""
     with open(log_path, "w") as log:
-        launcher = [sys.executable]
+        launcher = [sys.executable, *(["-c", BOUND] if bound else [])]
         if spec.parallel != "none":  # N local ranks: gloo on CPU, NCCL on CUDA
             launcher += [
                 "-m",
@@ -119,7 +139,7 @@ def spawn(spec: CaseSpec, spec_path: Path, out_path: Path, log_path: Path, timeo
         proc = subprocess.Popen(
             [*launcher, "-m", "benches.engine.case", str(spec_path), str(out_path)],
             cwd=envinfo.ROOT,
-            env=case_env(),
+            env={**case_env(), **({"ZEROGRAD_BOUND": "1"} if bound else {})},
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # Ctrl-C reaches the sweep, which ends the case itself

@@ -41,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
         f"{QUICK['accumulate']}, --live-tensors {QUICK['live_tensors']} and --budget "
         f"{QUICK['budget']} (every strategy); a flag given explicitly wins, --rounds R included",
     )
+    cluster_options(run)
     case = commands.add_parser(
         "case",
         help="one case in this process (e.g. a rank of torchrun across machines): the sweep's "
@@ -127,3 +128,27 @@ def sweep_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("--timeout", help="seconds per case (default: scaled with the preset)")
     run.add_argument("--resume", action="store_true", help="skip cases already ok in --out")
     run.add_argument("--out", help="results directory (default: reports/runs/<timestamp>)")
+
+
+def cluster_options(run: argparse.ArgumentParser) -> None:
+    """Where the sweep's processes run (``benches.sweep.cluster``): this machine, one after
+    another (the default), or a Ray cluster, several at once."""
+    run.add_argument(
+        "--cluster",
+        metavar="ADDRESS",
+        help="run the sweep's processes on a Ray cluster (needs the [cluster] extra): "
+        "HOST:PORT of its head, 'auto' (the cluster this machine is part of), or 'local' "
+        "(start Ray on this machine for the command); default: this machine, one process at "
+        "a time",
+    )
+    run.add_argument(
+        "--per-node",
+        metavar="N",
+        help="with --cluster: processes at once on a node at most (default: 1 on CPU, one per "
+        "GPU on CUDA)",
+    )
+    run.add_argument(
+        "--exclusive",
+        action="store_true",
+        help="with --cluster: one process at a time on each node (as --per-node 1)",
+    )

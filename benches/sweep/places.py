@@ -5,7 +5,8 @@ A place takes a process's spec (``submit``), says how many it runs at once (``ca
 hands back each finished process with its rows (``as_completed``); the sweep alone appends
 the rows. ``Local`` is today's place: one process at a time on this machine, forked from the
 fork server (or a fresh interpreter), the right place for timing on one machine. Another place
-(a cluster) is one class beside it with the same three methods and ``close``.
+(a cluster: ``benches.sweep.cluster.place.RayPlace``) is one class beside it with the same
+three methods and ``close``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,15 @@ from benches.sweep import zygote
 from benches.sweep.launch import case_env, run_one
 
 Rows = list[dict[str, Any]]
+
+
+class ClusterLost(Exception):
+    """A cluster's connection ended (``as_completed`` raises it): the processes in flight did
+    not run; the sweep keeps its rows, writes its report and exits 1."""
+
+    def __init__(self, in_flight: int, why: str) -> None:
+        super().__init__(why)
+        self.in_flight = in_flight
 
 
 class Place(Protocol):

@@ -7,14 +7,14 @@ from __future__ import annotations
 from typing import Any
 
 from benches.engine.spec import CaseSpec
-from benches.sweep.arguments import CONTROL_PROCESSES, Sweep, UsageError, case_settings
+from benches.sweep.arguments import Sweep, UsageError, case_settings
 
 
 def cases(sweep: Sweep, run_id: str, git: dict[str, Any]) -> list[CaseSpec]:
     """Every (strategy, K, N, flavour, precision, round), the order rotating from group to group
     and round to round.
 
-    With one round, the control strategy runs in ``CONTROL_PROCESSES`` processes at every (K, N)
+    With one round, the control strategy runs in ``sweep.controls`` processes at every (K, N)
     (rounds 1, 2, ... marked ``control``): the spread between its processes is the
     between-process noise, measured at every (K, N) of every sweep.
     """
@@ -33,8 +33,8 @@ def cases(sweep: Sweep, run_id: str, git: dict[str, Any]) -> list[CaseSpec]:
             names = [(name, round_, False) for name in sweep.strategies]
             # with one round, the control's extra processes, spread through the group
             if sweep.rounds == 1 and control != "none":
-                for extra in range(1, CONTROL_PROCESSES):
-                    names.insert(extra * len(names) // CONTROL_PROCESSES, (control, extra, True))
+                for extra in range(1, sweep.controls):
+                    names.insert(extra * len(names) // sweep.controls, (control, extra, True))
             shift = (g + round_) % len(names)
             plain_timeline = round_ == 0  # the plain loop's timeline: once per group is enough
             for label, r, is_control in names[shift:] + names[:shift]:

@@ -1,0 +1,344 @@
+"""``RayPlace``: the sweep's processes on a Ray cluster, several at once (``places.Place``).
+
+The driver chooses each process's node (a hard ``NodeAffinitySchedulingStrategy``): at most
+``--per-node`` processes at once on a node (default one on CPU, one per GPU on CUDA;
+``--exclusive``: one), each asking Ray for what it uses (``num_cpus`` = threads x ranks,
+``num_gpus`` = ranks on CUDA), so that a process is submitted only into a free slot and never
+waits in Ray's queue. Among the nodes with a free slot it takes the one where the process's
+strategy ran least, ties broken by a generator seeded with ``--seed``: a balanced, seeded
+shuffle, so that no strategy sits on one machine. A process the cluster lost (its worker
+crashed, its node died, its result was lost) is retried once on another live node, then is a
+failed row naming both causes; a case's own failure is never retried.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import os
+import random
+import select
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benches.engine import envinfo
+from benches.engine.spec import CaseSpec
+from benches.sweep import launch
+from benches.sweep.arguments import Sweep
+from benches.sweep.cluster import task
+from benches.sweep.outdir import UsageError
+from benches.sweep.places import ClusterLost
+
+Rows = list[dict[str, Any]]
+READY_S = 300.0  # Ray started (--cluster local) or joined, at most
+# a connection that lost the head ends itself after this many seconds (Ray's default: 60)
+RECONNECT_S = "20"
+
+
+@dataclass
+class Flight:
+    """A process submitted to the cluster: its spec, attempt, node and cores' slot on its host."""
+
+    spec: CaseSpec
+    attempt: int = 1
+    node: str | None = None
+    slot: int | None = None
+    causes: list[str] = field(default_factory=list)  # what lost its earlier attempt
+    avoid: set[str] = field(default_factory=set)  # the nodes that lost it
+
+
+def demand(sweep: Sweep) -> dict[str, float]:
+    """What one process asks of its node: threads x ranks CPUs, a GPU per rank on CUDA."""
+    ranks = sweep.world_size
+    return {"num_cpus": sweep.threads * ranks, "num_gpus": ranks if sweep.device == "cuda" else 0}
+
+
+def slots(nodes: list[dict[str, Any]], sweep: Sweep, ask: dict[str, float]) -> dict[str, int]:
+    """Processes at once per node: ``--per-node`` (``--exclusive``: 1; default one on CPU, one
+    per ``ranks`` GPUs on CUDA), no more than its CPUs and GPUs hold; a UsageError where no
+    node can ever run one, naming what was asked and what the nodes offer."""
+    out = {}
+    for n in nodes:
+        cpus = n["resources"].get("CPU", 0)
+        gpus = n["resources"].get("GPU", 0)
+        fits = math.floor(cpus / ask["num_cpus"]) if ask["num_cpus"] else 1
+        if ask["num_gpus"]:
+            fits = min(fits, math.floor(gpus / ask["num_gpus"]))
+        default = 1 if sweep.device != "cuda" else max(1, int(gpus // max(1, ask["num_gpus"])))
+        out[n["node_id"]] = min(fits, sweep.per_node or default)
+    if not any(out.values()):
+        offered = "; ".join(
+            f"{n['host']}: {n['resources'].get('CPU', 0):g} CPUs, "
+            f"{n['resources'].get('GPU', 0):g} GPUs"
+            for n in nodes
+        )
+        ranks = f" x {sweep.world_size} ranks" if sweep.world_size > 1 else ""
+        fix = "--threads, --world-size" if sweep.device != "cuda" else "--world-size, --device cpu"
+        raise UsageError(
+            f"--cluster {sweep.cluster}: no node can run a process that asks "
+            f"{ask['num_cpus']:g} CPUs ({sweep.threads} threads{ranks}) and "
+            f"{ask['num_gpus']:g} GPUs; the nodes offer: {offered or 'none'}; lower {fix}"
+        )
+    return out
+
+
+def check_pinning(nodes: list[dict[str, Any]], counts: dict[str, int], sweep: Sweep) -> None:
+    """--pin: every process at once on a host gets cores of its own, or a UsageError."""
+    if not sweep.pin:
+        return
+    hosts: Counter = Counter()
+    cpus: Counter = Counter()
+    for n in nodes:
+        hosts[n["host"]] += counts.get(n["node_id"], 0)
+        cpus[n["host"]] += n["resources"].get("CPU", 0)
+    for host, processes in hosts.items():
+        need = processes * sweep.threads * sweep.world_size
+        if need > cpus[host]:
+            raise UsageError(
+                f"--pin: {processes} processes at once on {host} x {sweep.threads} threads x "
+                f"{sweep.world_size} ranks need {need} cores, its nodes offer {cpus[host]:g}; "
+                f"valid: --no-pin, or a lower --per-node"
+            )
+
+
+class RayPlace:
+    """The sweep's processes on a Ray cluster: the connection lives in a child process
+    (``benches.sweep.cluster.client``); this side chooses nodes, retries lost processes and
+    writes back the files of processes that ran without a shared filesystem."""
+
+    def __init__(self, sweep: Sweep, timeout: float) -> None:
+        self.sweep, self.timeout = sweep, timeout
+        self.flights: dict[str, Flight] = {}  # key -> a process on the cluster
+        self.waiting: list[Flight] = []  # submitted, or lost once, and not yet placed
+        self.keys = 0
+        # the client's own output, copied into --out/logs/ when the sweep closes the place
+        self.log = tempfile.NamedTemporaryFile(  # noqa: SIM115 (open for the place's life)
+            prefix="zerograd-ray-", suffix=".log", delete=False
+        )
+        env = {**launch.case_env(), "RAY_gcs_rpc_server_reconnect_timeout_s": RECONNECT_S}
+        env.update({k: v for k, v in os.environ.items() if k.startswith("RAY_")})
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "benches.sweep.cluster.client",
+                sweep.cluster,
+                str(envinfo.ROOT),
+            ],
+            cwd=envinfo.ROOT,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            text=True,
+            start_new_session=True,  # Ctrl-C reaches the sweep, which closes the connection
+        )
+        try:
+            try:
+                ready = self._read(time.monotonic() + READY_S)
+            except ClusterLost:
+                ready = {"error": f"its connection ended: {self._log_tail()}"}
+            if ready is None or ready.get("op") != "ready":
+                why = (ready or {}).get("error") or f"no answer in {READY_S:g} s"
+                raise UsageError(f"--cluster {sweep.cluster}: Ray could not start or join: {why}")
+            self.ray = ready["ray"]
+            self.nodes = {n["node_id"]: n for n in ready["nodes"]}
+            self.ask = demand(sweep)
+            self.slots = slots(ready["nodes"], sweep, self.ask)
+            check_pinning(ready["nodes"], self.slots, sweep)
+        except BaseException:
+            self.close()
+            raise
+        self.expected = task.versions(envinfo.ROOT)
+        self.rng = random.Random(sweep.seed)
+        self.ran: Counter = Counter()  # (strategy, node) -> processes placed there
+
+    # -- the cluster's shape ------------------------------------------------------------------
+    @property
+    def capacity(self) -> int:
+        """Processes in flight at most: the slots of the live nodes."""
+        return sum(self.slots.values())
+
+    def machines(self) -> int:
+        """The machines a verdict counts that this cluster offers: GPUs on CUDA, else nodes."""
+        live = [n for n, s in self.slots.items() if s]
+        if self.sweep.device == "cuda":
+            return sum(int(self.nodes[n]["resources"].get("GPU", 0)) for n in live)
+        return len(live)
+
+    def describe(self) -> str:
+        hosts = len({self.nodes[n]["host"] for n in self.slots})
+        return (
+            f"Ray {self.ray}: {len(self.slots)} nodes on {hosts} hosts, {self.capacity} processes "
+            f"at once ({self.ask['num_cpus']:g} CPUs, {self.ask['num_gpus']:g} GPUs each)"
+        )
+
+    # -- Place -------------------------------------------------------------------------------
+    def submit(self, spec: CaseSpec) -> None:
+        self.waiting.append(Flight(spec))
+        self._dispatch()
+
+    def as_completed(self) -> Iterator[tuple[CaseSpec, Rows]]:
+        while self.flights or self.waiting:
+            self._dispatch()
+            reply = self._read(None)
+            if reply is None:
+                continue
+            flight = self.flights.pop(reply["key"])
+            rows = self._finished(flight, reply)
+            if rows is not None:
+                yield flight.spec, rows
+
+    def drop_waiting(self) -> int:
+        """Processes not yet placed (a retry waiting for a slot): dropped unrun; how many."""
+        dropped, self.waiting = len(self.waiting), []
+        return dropped
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.close()  # the client cancels every task and leaves
+                self.proc.wait(timeout=30)
+            except (OSError, subprocess.TimeoutExpired):
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        out = self.sweep.out / "logs"
+        if out.is_dir():
+            shutil.copyfile(self.log.name, out / "ray-client.log")
+        Path(self.log.name).unlink(missing_ok=True)
+
+    def _log_tail(self) -> str:
+        self.log.flush()
+        lines = Path(self.log.name).read_text(errors="replace").strip().splitlines()
+        return lines[-1][:300] if lines else "(no output)"
+
+    # -- inside -------------------------------------------------------------------------------
+    def _free(self, node: str) -> int:
+        return self.slots.get(node, 0) - sum(f.node == node for f in self.flights.values())
+
+    def _choose(self, flight: Flight) -> str | None:
+        """The node of a process: a free slot, where its strategy ran least (seeded ties); a
+        retry avoids the nodes that lost it while another has a slot."""
+        free = [n for n in self.slots if self._free(n) > 0]
+        others = [n for n in free if n not in flight.avoid]
+        if flight.avoid and not others and any(n not in flight.avoid for n in self.slots):
+            return None  # wait for a slot on another node
+        candidates = others or free
+        if not candidates:
+            return None
+        mine = strategy_of(flight.spec)
+        return min(candidates, key=lambda n: (self.ran[mine, n], -self._free(n), self.rng.random()))
+
+    def _slot(self, node: str) -> int:
+        """The lowest cores' slot free on the node's host (``task.PIN_SLOT``)."""
+        host = self.nodes[node]["host"]
+        taken = {f.slot for f in self.flights.values() if self.nodes[f.node]["host"] == host}
+        return next(i for i in range(len(taken) + 1) if i not in taken)
+
+    def _dispatch(self) -> None:
+        for flight in list(self.waiting):
+            node = self._choose(flight)
+            if node is None:
+                continue
+            self.waiting.remove(flight)
+            flight.node, flight.slot = node, self._slot(node)
+            self.keys += 1
+            key = f"{self.keys}"
+            self.flights[key] = flight
+            self.ran[strategy_of(flight.spec), node] += 1
+            self._send(
+                {
+                    "op": "submit",
+                    "key": key,
+                    "spec": asdict(flight.spec),
+                    "attempt": flight.attempt,
+                    "node": node,
+                    "slot": flight.slot if self.sweep.pin else None,
+                    "timeout": self.timeout,
+                    "expected": self.expected,
+                    "submitted": time.time(),
+                    **self.ask,
+                }
+            )
+
+    def _finished(self, flight: Flight, reply: dict[str, Any]) -> Rows | None:
+        """A finished task's rows (its files written under --out); None where a lost process
+        is retried."""
+        if reply["op"] == "done":
+            result = reply["result"]
+            for name, data in result.get("files", {}).items():
+                path = self.sweep.out / name
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(base64.b64decode(data))
+            return result["rows"]
+        if reply["op"] == "lost":
+            live = {n["node_id"] for n in reply.get("nodes", [])}
+            for node in [n for n in self.slots if n not in live]:
+                del self.slots[node]  # a dead node offers no slot
+            flight.causes.append(reply["cause"])
+            if flight.attempt == 1 and self.slots:
+                self.waiting.append(
+                    Flight(flight.spec, 2, causes=flight.causes, avoid={flight.node})
+                )
+                return None
+            error = f"lost to the cluster: {'; then '.join(flight.causes)}"
+        else:
+            error = f"Ray ended the task: {reply['cause']}"
+        return [self._failed_row(flight, error)]
+
+    def _failed_row(self, flight: Flight, error: str) -> dict[str, Any]:
+        row = launch._failed(flight.spec, error, time.monotonic(), time.time())
+        node = self.nodes.get(flight.node or "", {})
+        row["placement"] = {
+            **(row.get("placement") or {}),
+            "host": node.get("host"),
+            "node_id": flight.node,
+            "cores": None,
+            "attempt": flight.attempt,
+        }
+        row["wall_s"] = {"total": 0.0}
+        return row
+
+    def _send(self, message: dict[str, Any]) -> None:
+        try:
+            self.proc.stdin.write(json.dumps(message) + "\n")
+            self.proc.stdin.flush()
+        except OSError:  # the client is gone: as_completed says so
+            pass
+
+    def _read(self, deadline: float | None) -> dict[str, Any] | None:
+        """The client's next line (None at the deadline); ClusterLost when it ended."""
+        while True:
+            wait = 1.0 if deadline is None else max(0.0, deadline - time.monotonic())
+            ready, _, _ = select.select([self.proc.stdout], [], [], wait)
+            if not ready:
+                if deadline is not None:
+                    return None
+                continue
+            line = self.proc.stdout.readline()
+            if not line:
+                self.proc.wait()
+                raise ClusterLost(
+                    len(self.flights) + len(self.waiting),
+                    f"the connection to the cluster ended (exit {self.proc.returncode}; "
+                    f"log: {self.sweep.out / 'logs' / 'ray-client.log'})",
+                )
+            message = json.loads(line)
+            if message.get("op") == "fatal" and deadline is None:
+                raise ClusterLost(len(self.flights) + len(self.waiting), message["error"])
+            return message
+
+
+def strategy_of(spec: CaseSpec) -> str:
+    """What the balance counts: a process's strategies (a rotated process: all of them)."""
+    return ",".join(spec.rotation) if spec.rotation else spec.label
