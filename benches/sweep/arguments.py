@@ -135,7 +135,8 @@ def resolve(args: argparse.Namespace) -> Sweep:
     pin = pinning(args.pin, threads, world_size)
     min_effect = fraction("--min-effect", args.min_effect)
     control = control_of(args, names)
-    check_gpus(device, world_size)
+    if not getattr(args, "cluster", None):  # a cluster's nodes' GPUs are checked when joined
+        check_gpus(device, world_size)
     workload = protocol.canonical(fixed["workload"])
     if workload != protocol.DEFAULT:
         check_workload(workload, device, preset, accumulate[0], fixed["seed"])
@@ -265,7 +266,8 @@ def device_and_preset(args: argparse.Namespace) -> tuple[str, str]:
     device = args.device
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    elif device == "cuda" and not torch.cuda.is_available():
+    elif device == "cuda" and not torch.cuda.is_available() and not getattr(args, "cluster", None):
+        # on a cluster the GPUs are the nodes' (benches.sweep.cluster.place.slots checks them)
         raise UsageError("device 'cuda' is not available here (no CUDA GPU); valid: auto, cpu")
     # tiny on CPU: a default sweep (every strategy, K 1 and 4, N 0 and 100,000) fits its
     # 15-minute budget on 2 cores with rounds to spare; small's windows take 0.6-5 s there

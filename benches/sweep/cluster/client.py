@@ -39,9 +39,20 @@ EXCLUDES = [".git", ".nox", ".asv", ".benchmarks", "reports/runs", "**/__pycache
 LOCAL_OBJECT_STORE = 200 * 2**20  # rows are small: --cluster local asks for little
 
 
+OUT = sys.stdout  # the protocol's own stream: Ray's prints go to stderr (``protocol_only``)
+
+
+def protocol_only() -> None:
+    """Keep stdout for the protocol: what Ray (or anything else) prints goes to stderr."""
+    global OUT
+    OUT = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+
+
 def say(message: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(message) + "\n")
-    sys.stdout.flush()
+    OUT.write(json.dumps(message) + "\n")
+    OUT.flush()
 
 
 def nodes() -> list[dict[str, Any]]:
@@ -81,6 +92,7 @@ def connect(address: str, root: str) -> None:
 
 def serve(address: str, root: str) -> int:
     die_with_parent()
+    protocol_only()
     try:
         connect(address, root)
         import ray

@@ -333,7 +333,11 @@ class RayPlace:
                     f"the connection to the cluster ended (exit {self.proc.returncode}; "
                     f"log: {self.sweep.out / 'logs' / 'ray-client.log'})",
                 )
-            message = json.loads(line)
+            try:
+                message = json.loads(line)
+            except ValueError:  # not the protocol's: kept in the client's log
+                self.log.write(line.encode(errors="replace"))
+                continue
             if message.get("op") == "fatal" and deadline is None:
                 raise ClusterLost(len(self.flights) + len(self.waiting), message["error"])
             return message

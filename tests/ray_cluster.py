@@ -1,0 +1,406 @@
+"""Real Ray clusters on this machine for the cluster tests (tests/test_cluster.py) and the
+dispatch figures, each inside a network namespace of its own.
+
+Ray binds its nodes to the host's outward address even when told 127.0.0.1; inside a fresh
+network namespace (``unshare -n``, loopback up) the only address is 127.0.0.1, so nothing a
+test starts can send anything beyond this machine. ``in_namespace`` runs this file there:
+``python tests/ray_cluster.py SCENARIO OUT`` starts a cluster (``ray.cluster_utils.Cluster``: a
+head with no CPUs for processes and two nodes of one CPU each), runs one scenario against it
+(a real sweep, ``python -m benches run --cluster ADDRESS``, faults injected by handles),
+writes what it saw to ``OUT/scenario.json`` and stops what it started by its handles
+(``remove_node``, ``shutdown``), never ``ray stop``.
+
+``python tests/ray_cluster.py figures OUT`` (as root, the [cluster] extra installed) prints
+the dispatch figures of docs/cluster.md: per process, submit to start and end to row written,
+on a 2-node cluster against the fork server; a sweep's wall time on both.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+SWEEP = [
+    *("--preset", "tiny", "--accumulate", "1", "--live-tensors", "0", "--warmup", "1"),
+    *("--threads", "1", "--budget", "0", "--timeout", "120"),
+]
+
+
+# -- outside: the namespace -----------------------------------------------------------------------
+def namespace_error() -> str | None:
+    """Why this machine cannot make a network namespace for a test, or None."""
+    if os.geteuid() != 0:
+        return "needs root (unshare -n)"
+    for tool in ("unshare", "ip"):
+        if shutil.which(tool) is None:
+            return f"needs {tool}"
+    return None
+
+
+def in_namespace(scenario: str, out: Path, timeout: float = 400) -> dict[str, Any]:
+    """Run ``scenario`` in a network namespace of its own; what it saw."""
+    out.mkdir(parents=True, exist_ok=True)
+    script = f"ip link set lo up && exec {sys.executable} {Path(__file__)} {scenario} {out}"
+    done = subprocess.run(
+        ["unshare", "-n", "sh", "-c", script],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    result = out / "scenario.json"
+    if not result.exists():
+        raise AssertionError(
+            f"scenario {scenario} wrote nothing (exit {done.returncode}):\n"
+            f"{done.stdout[-3000:]}\n{done.stderr[-5000:]}"
+        )
+    return json.loads(result.read_text())
+
+
+# -- inside: the cluster --------------------------------------------------------------------------
+def environment(home: Path) -> dict[str, str]:
+    """What every Ray process here runs with: a private home and temp dir, no usage stats."""
+    home.mkdir(parents=True, exist_ok=True)
+    return {
+        "HOME": str(home),
+        "RAY_USAGE_STATS_ENABLED": "0",
+        "RAY_AUTH_MODE": "disabled",
+        "TMPDIR": str(home),
+    }
+
+
+def start(out: Path, nodes: int = 2, **node_args: Any):
+    """A head with no CPUs for processes and ``nodes`` nodes of one CPU each (``node_args``
+    override, e.g. fake GPUs); connected, so that the harness sees the nodes."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    assert [name for _, name in socket.if_nameindex()] == ["lo"], "not in a namespace of our own"
+    os.environ.update(environment(out / "home"))
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 0, "include_dashboard": False, "object_store_memory": 80 << 20},
+    )
+    workers = [
+        cluster.add_node(num_cpus=1, object_store_memory=80 << 20, **node_args)
+        for _ in range(nodes)
+    ]
+    ray.init(address=cluster.address, log_to_driver=False)
+    cluster.wait_for_nodes()
+    return cluster, workers
+
+
+def stop(cluster) -> None:
+    import ray
+
+    ray.shutdown()
+    cluster.shutdown()
+
+
+def sweep(out: Path, address: str, *args: str, wait: bool = True) -> subprocess.Popen:
+    """``python -m benches run --cluster ADDRESS`` into ``out``: finished, or running."""
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "benches",
+            "run",
+            "--cluster",
+            address,
+            *SWEEP,
+            *args,
+            "--out",
+            str(out),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    if wait:
+        proc.output, _ = proc.communicate(timeout=300)
+    return proc
+
+
+def rows(out: Path) -> list[dict[str, Any]]:
+    path = out / "results.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def cases_running(out: Path) -> list[int]:
+    """The pids of case processes of the sweep writing to ``out`` (their spec is under it)."""
+    import psutil
+
+    mine = str(out / "cases")
+    found = []
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        if any(mine in part for part in p.info["cmdline"] or []):
+            found.append(p.info["pid"])
+    return found
+
+
+def wait_for(what, timeout: float = 120.0, every: float = 0.1):
+    """``what()``'s first truthy value, or AssertionError at the timeout."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = what()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout:g} s waiting for {what.__name__}")
+
+
+def gone(pids: list[int], timeout: float = 20.0) -> bool:
+    import psutil
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not any(psutil.pid_exists(p) and psutil.Process(p).status() != "zombie" for p in pids):
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def node_of(pid: int) -> str | None:
+    """The Ray node a case process runs on (its task's ``ZEROGRAD_NODE_ID``)."""
+    import psutil
+
+    return psutil.Process(pid).environ().get("ZEROGRAD_NODE_ID")
+
+
+def summary(out: Path, proc: subprocess.Popen | None = None) -> dict[str, Any]:
+    found = rows(out)
+    verdicts = out / "verdicts.json"
+    return {
+        "exit": proc.returncode if proc else None,
+        "output": getattr(proc, "output", ""),
+        "rows": found,
+        "verdicts": json.loads(verdicts.read_text()) if verdicts.exists() else None,
+        "report": (out / "index.html").exists(),
+    }
+
+
+# -- scenarios -----------------------------------------------------------------------------------
+def two_nodes(out: Path) -> dict[str, Any]:
+    """A/A twins and their control on two nodes, one process at a time on each."""
+    cluster, workers = start(out)
+    try:
+        run = out / "run"
+        proc = sweep(
+            run, cluster.address, "--plugin", "tests.aa_plugin", "--strategies", "block,block_twin",
+            "--control", "block", "--repeat", "6",
+        )  # fmt: skip
+        return {**summary(run, proc), "nodes": [w.node_id for w in workers]}
+    finally:
+        stop(cluster)
+
+
+def fault(out: Path, kill) -> dict[str, Any]:
+    """A sweep whose first case process meets ``kill(cluster, workers, pid)`` mid-process."""
+    cluster, workers = start(out)
+    try:
+        run = out / "run"
+        proc = sweep(
+            run, cluster.address, "--strategies", "native,lazy", "--control", "none",
+            "--repeat", "200", wait=False,
+        )  # fmt: skip
+        (pid, *_) = wait_for(lambda: cases_running(run))
+        time.sleep(2.0)  # inside the process: its imports done, its pairs running
+        node = node_of(pid)
+        kill(cluster, workers, pid, node)
+        proc.output, _ = proc.communicate(timeout=300)
+        return {
+            **summary(run, proc),
+            "killed_node": node,
+            "case_gone": gone([pid]),
+            "nodes": [w.node_id for w in workers],
+        }
+    finally:
+        stop(cluster)
+
+
+def worker_killed(out: Path) -> dict[str, Any]:
+    """The worker running a case SIGKILLed: the case dies with it, the driver retries it."""
+    import psutil
+
+    def kill(cluster, workers, pid, node):
+        os.kill(psutil.Process(pid).ppid(), signal.SIGKILL)
+
+    return fault(out, kill)
+
+
+def node_removed(out: Path) -> dict[str, Any]:
+    """The node running a case removed: retried on the other node."""
+
+    def kill(cluster, workers, pid, node):
+        (victim,) = [w for w in workers if w.node_id == node]
+        cluster.remove_node(victim, allow_graceful=False)
+
+    return fault(out, kill)
+
+
+def hung_case(out: Path) -> dict[str, Any]:
+    """A case that hangs: killed at --timeout with its tree, never retried; then a sweep
+    interrupted (SIGTERM) while another hangs: nothing left on the workers."""
+    cluster, _ = start(out)
+    try:
+        run = out / "run"
+        proc = sweep(
+            run, cluster.address, "--plugin", "tests.fault_plugin", "--strategies",
+            "native,faulty:fault=hang", "--control", "none", "--repeat", "4", "--timeout", "15",
+        )  # fmt: skip
+        timed_out = {**summary(run, proc), "left": cases_running(run)}
+        run2 = out / "interrupted"
+        proc = sweep(
+            run2, cluster.address, "--plugin", "tests.fault_plugin", "--strategies",
+            "faulty:fault=hang", "--control", "none", "--repeat", "4", "--timeout", "300",
+            wait=False,
+        )  # fmt: skip
+        pids = wait_for(lambda: cases_running(run2))
+        time.sleep(3.0)
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        output, _ = proc.communicate(timeout=120)
+        return {
+            "timed_out": timed_out,
+            "interrupted": {
+                "exit": proc.returncode,
+                "output": output,
+                "seconds": time.monotonic() - started,
+                "case_gone": gone(pids),
+                "left": cases_running(run2),
+            },
+        }
+    finally:
+        stop(cluster)
+
+
+def driver_killed(out: Path) -> dict[str, Any]:
+    """The sweep SIGKILLed after its first row: its cases die; --resume finishes it with no
+    row written twice."""
+    cluster, _ = start(out)
+    try:
+        run = out / "run"
+        args = ["--strategies", "native,lazy,global", "--control", "none", "--rounds", "2"]
+        proc = sweep(run, cluster.address, *args, "--repeat", "30", wait=False)
+        wait_for(lambda: rows(run), timeout=200)
+        pids = cases_running(run)
+        proc.kill()
+        proc.wait()
+        before = len(rows(run))
+        case_gone = gone(pids)
+        resumed = sweep(run, cluster.address, *args, "--repeat", "30", "--resume")
+        return {**summary(run, resumed), "before": before, "case_gone": case_gone}
+    finally:
+        stop(cluster)
+
+
+def cluster_lost(out: Path) -> dict[str, Any]:
+    """The whole cluster gone mid-sweep: every finished row kept, a report, exit 1."""
+    cluster, _ = start(out)
+    run = out / "run"
+    proc = sweep(
+        run, cluster.address, "--strategies", "native,lazy,global", "--control", "none",
+        "--rounds", "3", "--repeat", "30", wait=False,
+    )  # fmt: skip
+    wait_for(lambda: rows(run), timeout=200)
+    stop(cluster)
+    started = time.monotonic()
+    proc.output, _ = proc.communicate(timeout=240)
+    return {**summary(run, proc), "seconds": time.monotonic() - started}
+
+
+def fake_gpus(out: Path) -> dict[str, Any]:
+    """One node with two fake GPUs: two processes at once, each on a GPU of its own (Ray's
+    CUDA_VISIBLE_DEVICES); the cases fail (no CUDA here) but say where they ran."""
+    cluster, _ = start(out, nodes=1, num_gpus=2)
+    try:
+        run = out / "run"
+        proc = sweep(
+            run, cluster.address, "--device", "cuda", "--strategies", "native,lazy",
+            "--control", "none", "--repeat", "2", "--no-pin",
+        )  # fmt: skip
+        return summary(run, proc)
+    finally:
+        stop(cluster)
+
+
+def figures(out: Path) -> dict[str, Any]:
+    """Dispatch per process and a sweep's wall time: a 2-node cluster against the fork
+    server, one sweep of each on this machine (printed, and in ``OUT/scenario.json``)."""
+    args = ["--strategies", "native,lazy,global,block", "--control", "native", "--repeat", "10"]
+    out_local = out / "local"
+    started = time.monotonic()
+    local = watch(subprocess.Popen(
+        [sys.executable, "-m", "benches", "run", *SWEEP, *args, "--out", str(out_local)],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    ), out_local)  # fmt: skip
+    local_s = time.monotonic() - started
+    cluster, _ = start(out)
+    try:
+        run = out / "cluster"
+        started = time.monotonic()
+        remote = watch(sweep(run, cluster.address, *args, wait=False), run)
+        cluster_s = time.monotonic() - started
+    finally:
+        stop(cluster)
+    result = {"local": {**local, "wall_s": local_s}, "cluster": {**remote, "wall_s": cluster_s}}
+    print(json.dumps(result, indent=1))
+    return result
+
+
+def watch(proc: subprocess.Popen, out: Path) -> dict[str, Any]:
+    """Per process of a running sweep: its start (fork, or submit to task start and the
+    interpreter's start) and the end of its process to its row in results.jsonl (polled
+    every 20 ms), medians over the sweep's processes."""
+    seen: dict[str, float] = {}
+    while proc.poll() is None:
+        for row in rows(out):
+            seen.setdefault(row["case_id"], time.time())
+        time.sleep(0.02)
+    found = [r for r in rows(out) if r["status"] == "ok"]
+    late = [seen[r["case_id"]] - r["placement"]["ended"] for r in found if r["case_id"] in seen]
+    queued = [r["placement"].get("queued_s") or 0.0 for r in found]
+    start = [r["wall_s"]["process_start"] for r in found]
+    return {
+        "processes": len(found),
+        "submit_to_start_s": statistics.median(queued) if queued else None,
+        "process_start_s": statistics.median(start) if start else None,
+        "end_to_row_s": statistics.median(late) if late else None,
+        "process_start": sorted({r["env"]["process_start"] for r in found}),
+    }
+
+
+SCENARIOS = {
+    f.__name__: f
+    for f in (
+        two_nodes,
+        worker_killed,
+        node_removed,
+        hung_case,
+        driver_killed,
+        cluster_lost,
+        fake_gpus,
+        figures,
+    )
+}
+
+if __name__ == "__main__":
+    name, target = sys.argv[1], Path(sys.argv[2])
+    if name == "figures" and [n for _, n in socket.if_nameindex()] != ["lo"]:
+        print(json.dumps(in_namespace("figures", target, timeout=1800)["local"]))
+        raise SystemExit(0)
+    saw = SCENARIOS[name](target)
+    (target / "scenario.json").write_text(json.dumps(saw, default=str))
