@@ -193,16 +193,53 @@ def summary(out: Path, proc: subprocess.Popen | None = None) -> dict[str, Any]:
 
 
 # -- scenarios -----------------------------------------------------------------------------------
+def refused(out: Path, *args: str, target: Path | None = None) -> dict[str, Any]:
+    """A sweep refused before anything is written: its exit, its stderr, whether --out exists
+    (``target``: an existing one, e.g. to resume)."""
+    target = target or out / "refused"
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "benches", "run", *args, "--out", str(target)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    return {
+        "exit": done.returncode,
+        "stderr": done.stderr,
+        "seconds": time.monotonic() - started,
+        "written": target.exists() and target.name == "refused",
+    }
+
+
+def dead_address(out: Path) -> dict[str, Any]:
+    """An address nothing listens at, given and found by ``auto``: one line, exit 2, at once."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    os.environ["RAY_ADDRESS"] = f"127.0.0.1:{port}"
+    return {
+        "given": refused(out, "--cluster", f"127.0.0.1:{port}", *SWEEP),
+        "auto": refused(out, "--cluster", "auto", *SWEEP),
+    }
+
+
 def two_nodes(out: Path) -> dict[str, Any]:
-    """A/A twins and their control on two nodes, one process at a time on each."""
+    """A/A twins and their control on two nodes, one process at a time on each; before them,
+    requests no node can satisfy (CPUs, GPUs) refused."""
     cluster, workers = start(out)
     try:
+        too_many = refused(out, "--cluster", cluster.address, *SWEEP, "--threads", "2")
+        no_gpu = refused(out, "--cluster", cluster.address, *SWEEP, "--device", "cuda")
         run = out / "run"
         proc = sweep(
             run, cluster.address, "--plugin", "tests.aa_plugin", "--strategies", "block,block_twin",
             "--control", "block", "--repeat", "6",
         )  # fmt: skip
-        return {**summary(run, proc), "nodes": [w.node_id for w in workers]}
+        return {
+            **summary(run, proc),
+            "nodes": [w.node_id for w in workers],
+            "threads": too_many,
+            "cuda": no_gpu,
+        }
     finally:
         stop(cluster)
 
@@ -301,8 +338,17 @@ def driver_killed(out: Path) -> dict[str, Any]:
         proc.wait()
         before = len(rows(run))
         case_gone = gone(pids)
-        resumed = sweep(run, cluster.address, *args, "--repeat", "30", "--resume")
-        return {**summary(run, resumed), "before": before, "case_gone": case_gone}
+        other = refused(out, "--cluster", cluster.address, *SWEEP, *args, "--repeat", "30",
+                        "--resume", "--per-node", "2", target=run)  # fmt: skip
+        # --resume may change where: here the same cluster, named by another address
+        elsewhere = cluster.address.replace("127.0.0.1", "localhost")
+        resumed = sweep(run, elsewhere, *args, "--repeat", "30", "--resume")
+        return {
+            **summary(run, resumed),
+            "before": before,
+            "case_gone": case_gone,
+            "other_per_node": other,
+        }
     finally:
         stop(cluster)
 
@@ -339,7 +385,9 @@ def fake_gpus(out: Path) -> dict[str, Any]:
 
 def figures(out: Path) -> dict[str, Any]:
     """Dispatch per process and a sweep's wall time: a 2-node cluster against the fork
-    server, one sweep of each on this machine (printed, and in ``OUT/scenario.json``)."""
+    server, one sweep of each on this machine (printed, and in ``OUT/scenario.json``); and
+    the spread between processes of each (two processes side by side on this machine's two
+    cores against one at a time)."""
     args = ["--strategies", "native,lazy,global,block", "--control", "native", "--repeat", "10"]
     out_local = out / "local"
     started = time.monotonic()
@@ -374,8 +422,11 @@ def watch(proc: subprocess.Popen, out: Path) -> dict[str, Any]:
     late = [seen[r["case_id"]] - r["placement"]["ended"] for r in found if r["case_id"] in seen]
     queued = [r["placement"].get("queued_s") or 0.0 for r in found]
     start = [r["wall_s"]["process_start"] for r in found]
+    verdicts = json.loads((out / "verdicts.json").read_text())
     return {
         "processes": len(found),
+        "spread_between_processes": [g["sd"] for g in verdicts["noise_floor"]],
+        "resolution": [g["resolution"] for g in verdicts["noise_floor"]],
         "submit_to_start_s": statistics.median(queued) if queued else None,
         "process_start_s": statistics.median(start) if start else None,
         "end_to_row_s": statistics.median(late) if late else None,

@@ -17,7 +17,7 @@ import pytest
 from benches.engine.spec import CaseSpec
 from benches.sweep import arguments
 from benches.sweep.cluster import address, task
-from benches.sweep.cluster.place import RayPlace, check_pinning, demand, slots
+from benches.sweep.cluster.place import Flight, RayPlace, check_pinning, demand, slots
 from benches.sweep.outdir import UsageError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -120,7 +120,7 @@ class Dispatcher(RayPlace):
     def __init__(self, nodes: list[dict], sweep: arguments.Sweep) -> None:
         import random
 
-        self.sweep, self.timeout = sweep, 60.0
+        self.sweep, self.timeout, self.say = sweep, 60.0, print
         self.flights, self.waiting, self.keys = {}, [], 0
         self.nodes = {n["node_id"]: n for n in nodes}
         self.ask = demand(sweep)
@@ -202,3 +202,20 @@ def test_a_worker_running_other_code_or_torch_is_named():
     assert task.differs(mine, mine) is None
     assert "another code" in task.differs({**mine, "code": "0" * 16}, mine)
     assert "another torch" in task.differs({**mine, "torch": "0.0"}, mine)
+
+
+def test_the_controls_wait_for_the_machine_where_they_ran_least():
+    d = Dispatcher([node("a"), node("b"), node("c")], sweep_of(control="native"))
+    for r in range(6):
+        d.submit(spec("native", r))
+        m = d.sent[-1]
+        d.finish(m["key"], {"op": "done", "result": {"rows": []}})
+    assert Counter(m["node"] for m in d.sent) == {"a": 2, "b": 2, "c": 2}
+    d.ran["native", "a"] += 1
+    d.ran["native", "b"] += 1
+    d.flights["busy"] = Flight(spec("lazy"), node="c", slot=0)  # c: where it ran least
+    d.submit(spec("native", 6))
+    assert len(d.sent) == 6  # a and b are free, yet the control waits for c
+    d.finish("busy", {"op": "done", "result": {"rows": []}})
+    d._dispatch()
+    assert d.sent[-1]["node"] == "c"

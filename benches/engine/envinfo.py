@@ -102,7 +102,8 @@ def environment(device: str | torch.device = "cpu") -> dict[str, object]:
         "cudnn": torch.backends.cudnn.version() if cuda else None,
         "device": str(device),
         "device_name": (
-            torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_model()
+            # a cluster's driver may have no GPU: its run.json names its own CPU
+            torch.cuda.get_device_name(device) if device.type == "cuda" and cuda else cpu_model()
         ),
         "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
@@ -113,7 +114,7 @@ def environment(device: str | torch.device = "cpu") -> dict[str, object]:
         **machine(),
         "argv": sys.argv,
     }
-    if device.type == "cuda":
+    if device.type == "cuda" and cuda:
         props = torch.cuda.get_device_properties(device)
         info["gpu_memory_bytes"] = props.total_memory
         info["gpu_capability"] = f"{props.major}.{props.minor}"

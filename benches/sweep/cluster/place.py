@@ -115,8 +115,8 @@ class RayPlace:
     (``benches.sweep.cluster.client``); this side chooses nodes, retries lost processes and
     writes back the files of processes that ran without a shared filesystem."""
 
-    def __init__(self, sweep: Sweep, timeout: float) -> None:
-        self.sweep, self.timeout = sweep, timeout
+    def __init__(self, sweep: Sweep, timeout: float, say=print) -> None:
+        self.sweep, self.timeout, self.say = sweep, timeout, say
         self.flights: dict[str, Flight] = {}  # key -> a process on the cluster
         self.waiting: list[Flight] = []  # submitted, or lost once, and not yet placed
         self.keys = 0
@@ -228,15 +228,20 @@ class RayPlace:
 
     def _choose(self, flight: Flight) -> str | None:
         """The node of a process: a free slot, where its strategy ran least (seeded ties); a
-        retry avoids the nodes that lost it while another has a slot."""
+        retry avoids the nodes that lost it while another has a slot. The control strategy's
+        processes (the spread between machines is estimated from them) wait for the node
+        where it ran least, so that every machine gets its share."""
         free = [n for n in self.slots if self._free(n) > 0]
+        mine = strategy_of(flight.spec)
+        if flight.spec.strategy == self.sweep.control and not flight.avoid:
+            fewest = min(self.ran[mine, n] for n in self.slots if self.slots[n])
+            free = [n for n in free if self.ran[mine, n] == fewest]
         others = [n for n in free if n not in flight.avoid]
         if flight.avoid and not others and any(n not in flight.avoid for n in self.slots):
             return None  # wait for a slot on another node
         candidates = others or free
         if not candidates:
             return None
-        mine = strategy_of(flight.spec)
         return min(candidates, key=lambda n: (self.ran[mine, n], -self._free(n), self.rng.random()))
 
     def _slot(self, node: str) -> int:
@@ -287,6 +292,11 @@ class RayPlace:
                 del self.slots[node]  # a dead node offers no slot
             flight.causes.append(reply["cause"])
             if flight.attempt == 1 and self.slots:
+                where = self.nodes.get(flight.node or "", {}).get("host")
+                self.say(
+                    f"lost {flight.spec.case_id} on {where} (node {(flight.node or '')[:8]}): "
+                    f"{reply['cause']}; running it again on another node"
+                )
                 self.waiting.append(
                     Flight(flight.spec, 2, causes=flight.causes, avoid={flight.node})
                 )
