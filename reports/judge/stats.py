@@ -415,9 +415,17 @@ def between_runs(changes: Sequence[float], ses: Sequence[float]) -> tuple[float 
     return max(0.0, scale**2 - own), max(1, round(MAD_EFFICIENCY * (xs.size - 1)))
 
 
-def widened(c: dict[str, Any], variance: float | None, df: int) -> dict[str, Any]:
+def widened(
+    c: dict[str, Any],
+    variance: float | None,
+    df: int,
+    level: str = "the variance between runs",
+    unmeasured: str | None = None,
+) -> dict[str, Any]:
     """A contrast whose interval also carries ``variance`` (with ``df``: Welch-Satterthwaite
-    for the sum); without that variance it has no interval (its p is None)."""
+    for the sum), one more ``level`` of the hierarchy (between runs, between machines);
+    without that variance it has no interval (its p is None), and its method says why
+    (``unmeasured``, else "LEVEL not measured")."""
     if c.get("log") is None or c.get("se") is None:
         return c
     if variance is None or df <= 0:
@@ -427,7 +435,7 @@ def widened(c: dict[str, Any], variance: float | None, df: int) -> dict[str, Any
             "ci_low": None,
             "ci_high": None,
             "p": None,
-            "method": f"{c['method']}; the variance between runs not measured",
+            "method": f"{c['method']}; {unmeasured or f'{level} not measured'}",
         }
     own = c["se"] ** 2
     se2 = own + variance
@@ -436,7 +444,7 @@ def widened(c: dict[str, Any], variance: float | None, df: int) -> dict[str, Any
     return {
         **c,
         **interval(c["log"], se2, dof, c.get("confidence") or CONFIDENCE),
-        "method": f"{c['method']}; plus the variance between runs (its df {df})",
+        "method": f"{c['method']}; plus {level} (its df {df})",
     }
 
 

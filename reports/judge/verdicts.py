@@ -6,7 +6,7 @@ place a verdict is decided:
 
 - ``group_key``: the cases that run the same loop (K, N, precision, grad_sync, recipe, ranks);
 - ``noise``: the variance between processes per group, the borrowing rule (``pooled_from``) and
-  the resolution;
+  the resolution; the variance between machines (``machines.between_machines``);
 - ``strategy_comparisons``, ``loop_verdicts``: process figures into comparisons (unpaired, or
   paired where strategies shared ``stats.OWN_VARIANCE_PROCESSES`` or more processes);
 - ``decide_time`` (Benjamini-Hochberg over the sweep, alpha / looks) and ``judge``: the words;
@@ -24,7 +24,7 @@ from collections import defaultdict
 from itertools import combinations
 from typing import Any
 
-from reports.judge import leaks, stats
+from reports.judge import leaks, machines, stats
 from reports.judge.rows import LOOP_SAMPLES, process_of, spell
 from reports.schema.records import CaseNoise, Entry, Paired, Row
 from reports.schema.row_parts import LoopRatio
@@ -61,6 +61,19 @@ RULE = (
     "90% interval inside 1 +- min_effect (two one-sided tests); otherwise unclear. memory: "
     "exact, beyond max(min_effect, memory floor) of the larger is lower/higher, else same"
 )
+# where a sweep ran on more than one machine (machines.machine_of), RULE and NOISE_METHOD go on
+MACHINE_RULE = (
+    "; time whose sides ran on different machines, not paired in one process: the interval "
+    "also carries the variance between machines (the group's, from the control), times the sum "
+    "of each side's squared shares of its machines, Welch-Satterthwaite df; unmeasured: unclear"
+)
+MACHINE_METHOD = (
+    "; between machines, where a group ran on more than one: the variance of the control "
+    "strategy's per-machine mean figure over the machines with 2 or more of its processes "
+    "(df = those machines - 1; fewer than 3 such machines: not measured), its processes' own "
+    "noise included, never assumed zero"
+)
+MACHINE_LEVEL = "the variance between machines"
 MEMORY_METHOD = (
     "exact bytes: no CI; a difference beyond max(min_effect, memory floor) of the larger decides"
 )
@@ -175,14 +188,19 @@ def paired_logs(entry: Entry, mine: str, other: str) -> list[tuple[str, float]]:
     return out
 
 
-def noise(entries: list[Entry], min_effect: float) -> dict[tuple, GroupNoise]:
+def noise(
+    entries: list[Entry], min_effect: float, control: str | None = None
+) -> dict[tuple, GroupNoise]:
     """Per group: the variance of one process's log overhead between processes, pooled over
-    the group's strategies with two or more processes (its df), and the group's resolution.
+    the group's strategies with two or more processes (its df), and the group's resolution;
+    where its processes ran on more than one machine, the variance between machines of the
+    ``control`` strategy's per-machine mean (``machines.between_machines``; without
+    ``control``, the case with the control's extra processes).
 
     The borrowing rule: a group with no df of its own (one process per strategy, no control)
     borrows the variance pooled over the groups with the same settings other than K and N,
     and says which (``pooled_from``); a group that cannot borrow has no variance, and its time
-    comparisons are ``unclear``."""
+    comparisons are ``unclear``. The variance between machines is never borrowed."""
     by_group: dict[tuple, list[Entry]] = defaultdict(list)
     for e in entries:
         by_group[group_key(e)].append(e)
@@ -199,6 +217,11 @@ def noise(entries: list[Entry], min_effect: float) -> dict[tuple, GroupNoise]:
             ]
         counts = [len(x) for x in logs[g] if x]
         processes = statistics.median(counts) if counts else 0
+        reference = machines.control_of(here, control)
+        between = machines.between_machines(
+            process_figures(reference) if reference else {},
+            machines.process_machines([reference] if reference else []),
+        )
         out[g] = GroupNoise(
             k=g[0],
             n=g[1],
@@ -213,6 +236,13 @@ def noise(entries: list[Entry], min_effect: float) -> dict[tuple, GroupNoise]:
             resolution=stats.resolution(variance, df, processes, min_effect),
             memory=memory_floors(here),
             variance=variance,
+            machines=len(set(machines.process_machines(here).values())),
+            machine_from=reference.strategy if reference else None,
+            control_machines=between.machines,
+            machine_sd=math.expm1(math.sqrt(between.variance)) if between.measured else None,
+            machine_df=between.df,
+            machine_measured=between.measured,
+            machine_variance=between.variance,
         )
     return out
 
@@ -265,15 +295,58 @@ def memory_floors(entries: list[Entry]) -> dict[str, float]:
     return out
 
 
-def compare_time(ea, eb, spread: GroupNoise | None) -> dict[str, Any]:
+def compare_time(ea, eb, spread: GroupNoise | None, across: bool = False) -> dict[str, Any]:
     """a / b of two cases of one group: the contrast of their process figures (its word comes
-    later, once the sweep's p-values are adjusted together: ``decide_time``)."""
+    later, once the sweep's p-values are adjusted together: ``decide_time``); ``across``: two
+    strategies of one sweep, whose sides may have run on different machines
+    (``across_machines``)."""
     fa, fb = process_figures(ea), process_figures(eb)
     shared = [p for p in fa if p in fb]
     if len(shared) >= stats.OWN_VARIANCE_PROCESSES:  # measured side by side: paired
-        return stats.paired_contrast([fa[p] - fb[p] for p in shared])
-    variance, df = (spread.variance, spread.df) if spread else (None, 0)
-    return stats.contrast(list(fa.values()), list(fb.values()), variance, df)
+        c = stats.paired_contrast([fa[p] - fb[p] for p in shared])
+    else:
+        variance, df = (spread.variance, spread.df) if spread else (None, 0)
+        c = stats.contrast(list(fa.values()), list(fb.values()), variance, df)
+    return across_machines(c, fa, fb, machines.process_machines([ea, eb]), spread) if across else c
+
+
+def across_machines(
+    c: dict[str, Any],
+    fa: dict[str, float],
+    fb: dict[str, float],
+    where: dict[str, str],
+    spread: GroupNoise | None,
+) -> dict[str, Any]:
+    """A contrast of two sides whose processes (``fa``, ``fb``; their machines ``where``) ran
+    on more than one machine: it says on how many (``machines``), and, unless paired in its
+    processes, its interval also carries the group's variance between machines v_m times
+    sum_j w_aj^2 + sum_j w_bj^2 (w_aj: side a's share of its processes on machine j), with df
+    machines - 1 (``stats.widened``); v_m unmeasured: no interval, the method says why. A
+    machine's effect on one strategy's figure need not be its effect on another's, so the
+    sides' machines count as their own even where they share some (never less variance)."""
+    count = len({where.get(p, machines.LOCAL) for p in (*fa, *fb)})
+    if count <= 1:
+        return c
+    c = {**c, "machines": count}
+    if c.get("paired"):  # inside one process: whatever the machine did, it did to both
+        return c
+    weight = sum(w * w for w in machines.shares(fa, where))
+    weight += sum(w * w for w in machines.shares(fb, where))
+    if spread is not None and spread.machine_variance is not None and spread.machine_df > 0:
+        return stats.widened(c, spread.machine_variance * weight, spread.machine_df, MACHINE_LEVEL)
+    return stats.widened(c, None, 0, MACHINE_LEVEL, unmeasured(spread, count))
+
+
+def unmeasured(spread: GroupNoise | None, count: int) -> str:
+    """Why a comparison across ``count`` machines has no interval: the group's variance
+    between machines was not measured."""
+    have = spread.control_machines if spread else 0
+    control = f" of the control ({spread.machine_from})" if spread and spread.machine_from else ""
+    return (
+        f"{MACHINE_LEVEL} not measured ({count} machines, {have} with "
+        f"{machines.MIN_PER_MACHINE} or more processes{control}; needs "
+        f"{machines.MIN_MACHINES}): no interval"
+    )
 
 
 def comparison(
@@ -283,15 +356,16 @@ def comparison(
     min_effect: float,
     spread: GroupNoise | None,
     record: type[Comparison] = Comparison,
+    across: bool = False,
     **fields: Any,
 ) -> Comparison:
     """a against b on one metric, as a ``record`` with ``fields`` (a, b, k, n, case, ...);
     a time comparison's word is set by ``decide_time``, a memory one's here against the
-    group's memory floor."""
+    group's memory floor. ``across``: two strategies of one sweep (``compare_time``)."""
     noisy_sides = noisy_case(ea) or noisy_case(eb)
     c = record(metric=metric, noisy=noisy_sides, **fields)
     if c.timed:
-        return c.measured(compare_time(ea, eb, spread))
+        return c.measured(compare_time(ea, eb, spread, across))
     key = MEMORY_KEYS[metric]
     floor = spread.memory.get(metric, 0.0) if spread else 0.0
     a, b = memory_figure(ea, key), memory_figure(eb, key)
@@ -351,6 +425,7 @@ def strategy_comparisons(
                         metric,
                         min_effect,
                         spread,
+                        across=True,
                         a=ea.strategy,
                         b=eb.strategy,
                         k=key[0],
@@ -366,11 +441,16 @@ def by_case(entries: list[Entry]) -> list[Entry]:
     return sorted(entries, key=lambda e: (e.k, e.n, e.strategy))
 
 
-def verdicts(entries: list[Entry], min_effect: float, looks: int = 1) -> VerdictFile:
+def verdicts(
+    entries: list[Entry], min_effect: float, looks: int = 1, control: str | None = None
+) -> VerdictFile:
     """verdicts.json's content: every unordered pair of strategies in every group, per metric,
-    the loops compared inside each case's processes, and each group's noise and resolution."""
+    the loops compared inside each case's processes, and each group's noise and resolution.
+    ``control``: the sweep's control strategy (``--control``), whose processes measure the
+    spread between machines where a group ran on more than one."""
     ok = [e for e in entries if e.rows]
-    spreads = noise(ok, min_effect)
+    spreads = noise(ok, min_effect, control)
+    spread_out = any(s.machines > 1 for s in spreads.values())  # RULE's machine level applies
     comparisons = strategy_comparisons(ok, spreads, min_effect)
     grad_sync = loop_verdicts(ok, spreads)
     settings = loop_verdicts(ok, spreads, "settings")  # --compare-settings, paired in-process
@@ -380,10 +460,10 @@ def verdicts(entries: list[Entry], min_effect: float, looks: int = 1) -> Verdict
     return VerdictFile(
         min_effect=min_effect,
         noise_floor=[s for _, s in sorted(spreads.items(), key=lambda item: repr(item[0]))],
-        noise_floor_method=NOISE_METHOD,
+        noise_floor_method=NOISE_METHOD + (MACHINE_METHOD if spread_out else ""),
         # which signal called a case noisy: psi where Linux has it, else involuntary switches
         noisy_by=sorted({case_noise(r).signal or "none" for e in ok for r in e.rows}),
-        rule=RULE,
+        rule=RULE + (MACHINE_RULE if spread_out else ""),
         error_control=ErrorControl(
             method="Benjamini-Hochberg false discovery rate (scipy.stats."
             "false_discovery_control) over every time comparison of the sweep",

@@ -25,7 +25,7 @@ from reports.page.recipe import (
     recipe,
     settings_table,
 )
-from reports.page.runinfo import min_effect_of, run_info, the_run
+from reports.page.runinfo import control_of, min_effect_of, run_info, the_run
 from reports.page.tables import (
     case_table,
     core_overheads,
@@ -43,7 +43,7 @@ from reports.schema.verdict_records import VerdictFile
 def judge_sweep(entries, run: RunFile, main: dict[str, Any]) -> tuple[VerdictFile, VerdictFile]:
     """verdicts.json's content (every flavour and precision), and the part the tables show
     (the main flavour's and precision's comparisons)."""
-    judged_all = verdicts.verdicts(entries, min_effect_of(run), run.looks)
+    judged_all = verdicts.verdicts(entries, min_effect_of(run), run.looks, control_of(run))
     shown = [
         c
         for c in judged_all.comparisons

@@ -176,3 +176,10 @@ def wall_time(rows: list[Row]) -> Wall:
 def min_effect_of(run: RunFile) -> float:
     """The run's --min-effect (the default where run.json has none)."""
     return run.min_effect if run.min_effect is not None else verdicts.DEFAULT_MIN_EFFECT
+
+
+def control_of(run: RunFile) -> str | None:
+    """The run's control strategy (``--control``: run.json's ``sweep.control``), whose
+    processes measure the spread between machines; None where it has none (or ``none``)."""
+    control = run.sweep.get("control")
+    return control if isinstance(control, str) and control != "none" else None

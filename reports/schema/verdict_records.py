@@ -59,8 +59,9 @@ WORDS = tuple(Verdict)  # lower, higher, same, unclear
 
 
 # -- comparisons ----------------------------------------------------------------------------------
-# a time comparison's test; ``paired`` where its processes measured both sides (engine.rotation)
-TEST = ("log", "se", "df", "p", "ci90_low", "ci90_high", "processes", "paired")
+# a time comparison's test; ``paired`` where its processes measured both sides (engine.rotation);
+# ``machines`` where its sides ran on more than one
+TEST = ("log", "se", "df", "p", "ci90_low", "ci90_high", "processes", "paired", "machines")
 HEAD = ("a", "b", "k", "n", "case", "metric", "ratio", "ci_low", "ci_high", "significant")
 HEAD += ("verdict", "confidence", "method")
 
@@ -101,6 +102,9 @@ class Comparison:
     # True: the two sides' figures differenced process by process, in the processes that
     # measured both (stats.paired_contrast); None: an unpaired contrast
     paired: bool | None = None
+    # the machines its two sides' processes ran on (machines.machine_of), where more than one
+    # (None: one); unpaired, its interval carries the variance between machines too
+    machines: int | None = None
     noisy: bool = False  # a side ran under CPU pressure (verdicts.case_noise)
     q: float | None = None  # time: p adjusted over the sweep (Benjamini-Hochberg)
 
@@ -216,15 +220,38 @@ class GroupNoise:
     # half-width, verdicts.paired_resolution)
     resolution_from: str | None = None
     variance: float | None = None  # of one process's log figure (not in the file: sd holds it)
+    # between machines (machines.between_machines), in the file only where the group's
+    # processes ran on more than one machine (absent: one machine, as every older file)
+    machines: int = 1  # the machines the group's processes ran on (machines.machine_of)
+    machine_from: str | None = None  # the control strategy the spread was estimated from
+    control_machines: int = 0  # machines with 2 or more of its processes
+    # the SD of one machine's mean figure of the control between those machines, as a fraction
+    # of the ratio (its processes' own noise over their count included: nothing subtracted)
+    machine_sd: float | None = None
+    machine_df: int = 0  # control_machines - 1; 0: not measured (fewer than 3 such machines)
+    machine_measured: bool = False
+    machine_variance: float | None = None  # log scale (not in the file: machine_sd holds it)
+
+    HIDDEN: ClassVar[tuple[str, ...]] = ("variance", "machine_variance")
+    MACHINE: ClassVar[tuple[str, ...]] = (
+        "machines",
+        "machine_from",
+        "control_machines",
+        "machine_sd",
+        "machine_df",
+        "machine_measured",
+    )
 
     def to_json(self) -> dict[str, Any]:
-        return {key: getattr(self, key) for key in field_names(GroupNoise) if key != "variance"}
+        hidden = self.HIDDEN if self.machines > 1 else (*self.HIDDEN, *self.MACHINE)
+        return {key: getattr(self, key) for key in field_names(GroupNoise) if key not in hidden}
 
     @classmethod
     def from_json(cls, data: Any, what: str = "a noise_floor entry") -> GroupNoise:
         noise = build(cls, data, what)
         variance = math.log1p(noise.sd) ** 2 if noise.sd is not None else None
-        return dataclasses.replace(noise, variance=variance)
+        machine = math.log1p(noise.machine_sd) ** 2 if noise.machine_sd is not None else None
+        return dataclasses.replace(noise, variance=variance, machine_variance=machine)
 
 
 @dataclass(frozen=True, slots=True)
