@@ -91,10 +91,8 @@ def start(out: Path, nodes: int = 2, **node_args: Any):
         initialize_head=True,
         head_node_args={"num_cpus": 0, "include_dashboard": False, "object_store_memory": 80 << 20},
     )
-    workers = [
-        cluster.add_node(num_cpus=1, object_store_memory=80 << 20, **node_args)
-        for _ in range(nodes)
-    ]
+    args = {"num_cpus": 1, "object_store_memory": 80 << 20, **node_args}
+    workers = [cluster.add_node(**args) for _ in range(nodes)]
     ray.init(address=cluster.address, log_to_driver=False)
     cluster.wait_for_nodes()
     return cluster, workers
@@ -371,7 +369,7 @@ def cluster_lost(out: Path) -> dict[str, Any]:
 def fake_gpus(out: Path) -> dict[str, Any]:
     """One node with two fake GPUs: two processes at once, each on a GPU of its own (Ray's
     CUDA_VISIBLE_DEVICES); the cases fail (no CUDA here) but say where they ran."""
-    cluster, _ = start(out, nodes=1, num_gpus=2)
+    cluster, _ = start(out, nodes=1, num_gpus=2, num_cpus=2)
     try:
         run = out / "run"
         proc = sweep(

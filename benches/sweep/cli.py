@@ -357,6 +357,7 @@ def main(argv: list[str] | None = None) -> int:
         return sweep_main(sweep)
     except KeyboardInterrupt:  # between cases, or while the report was written
         return 130
-    except (SchemaError, OutputError) as err:  # --resume into older rows; --out unwritable
+    # --resume into older rows; --out unwritable; a cluster that cannot run the sweep
+    except (SchemaError, OutputError, UsageError) as err:
         print(f"python -m benches: error: {err}", file=sys.stderr)
         return 2
