@@ -10,9 +10,11 @@ import math
 
 import numpy as np
 import pytest
+from synthetic import by_id, standard_rows, write_run
 from synthetic import entry as entry_of
 
 from reports.judge import machines, verdicts
+from reports.page import analysis, build, tables
 from reports.schema.records import Row, finite
 from reports.schema.verdict_records import VerdictFile
 
@@ -80,6 +82,7 @@ def test_the_machine_is_the_gpu_on_cuda_else_the_node_else_the_host_and_old_rows
     other = Row.from_json({"placement": _placement(1, cuda=True) | {"device_uuid": "GPU-9"}})
     assert machines.machine_of(other) != machines.machine_of(cuda)
     assert machines.node_of(other) == machines.node_of(cuda)
+    assert tables.machine_name(cuda) == "host1, node 1111node, NVIDIA H200 1abc1234"
 
 
 # -- the spread between machines ------------------------------------------------------------------
@@ -115,6 +118,9 @@ def test_fewer_than_three_machines_of_two_control_processes_leave_the_spread_unm
     assert not spread.machine_measured and spread.machine_sd is None
     assert spread.machine_variance is None and spread.machine_df == 0
     assert (spread.machines, spread.control_machines) == (len(per_machine), 2)
+    line = tables.machine_spread(spread)
+    assert "needs at least 3 with 2 control processes each" in line.note
+    assert "comparisons across machines are unclear" in line.note
 
 
 # -- the machine level ----------------------------------------------------------------------------
@@ -239,6 +245,37 @@ def test_co_tenancy_counts_the_other_processes_on_the_node_during_the_timed_pair
     ]
     counts = {p.split("/")[1]: c for p, c in machines.co_tenancy(rows).items()}
     assert counts == {"p1": 2, "p2": 1, "p3": 1, "p4": 0, "p5": 1, "p6": None}
+
+
+# -- the page -------------------------------------------------------------------------------------
+def test_a_sweep_on_two_hosts_has_a_where_it_ran_section_and_a_local_one_none(tmp_path):
+    rows = standard_rows(ks=(1,), ns=(0,))
+    local = analysis.report(write_run(tmp_path / "local", rows))
+    assert local.where is None
+    html = build.build(tmp_path / "local").read_text()
+    assert 'id="machines"' not in html and "#machines" not in html
+    spread = []
+    for i, row in enumerate(rows):
+        stamps = {"started": 100.0 * i, "ended": 100.0 * i + 150, "pairs_start": 100.0 * i + 10}
+        stamps["pairs_end"] = 100.0 * i + 90
+        on = 2 * i // len(rows)  # the first half on one GPU, the rest on another host's
+        spread.append({**row, "placement": _placement(on, cuda=True, **stamps)})
+    page = analysis.report(write_run(tmp_path / "two", spread))
+    assert page.where is not None and len(page.where.machines) == 2
+    assert sum(m.processes for m in page.where.machines) == len(rows)
+    # each process's pairs overlap the one before it, and it only, on its node
+    assert [(m.co_tenancy_median, m.co_tenancy_max) for m in page.where.machines] == [(1, 1)] * 2
+    (group,) = page.where.groups
+    assert not group.measured and group.machines == 2
+    section = by_id(build.build(tmp_path / "two").read_text(), "machines")
+    assert "host0, node 0000node, NVIDIA H200 0abc1234" in section
+    assert "needs at least 3 with 2 control processes each" in section
+    assert "comparisons across machines are unclear" in section
+    # every comparison between two GPUs is unclear, one on the same GPU may be decided
+    judged = json.loads((tmp_path / "two" / "verdicts.json").read_text())
+    for c in judged["comparisons"]:
+        if c["metric"] == "window" and c.get("machines") and not c.get("paired"):
+            assert c["verdict"] == "unclear" and "not measured" in c["method"]
 
 
 # -- A/A with a real machine effect ---------------------------------------------------------------

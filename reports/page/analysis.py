@@ -34,6 +34,7 @@ from reports.page.tables import (
     flavour_table,
     main_flavour,
     timelines,
+    where_it_ran,
 )
 from reports.schema.page_records import Page, shallow
 from reports.schema.records import RunFile
@@ -95,6 +96,7 @@ def report(directory: str | Path) -> Page:
         targets=targets.evaluate(cases, judged, every_case),
         flamegraphs=flamegraphs(directory, entries),
         profiles=profile.profiles(directory, entries, chosen),
+        where=where_it_ran(rows, judged_all),
         **at_the_answer(entries, chosen, judged, lines),
     )
 

@@ -1,6 +1,7 @@
 """The report's tables, one function each: a line per case (phases, overhead, verdicts
 against native, memory, processes, gradient check), the core's overhead, flamegraphs, memory
-timelines, the cost model and the grad_sync flavours. Plain data: the templates only format it."""
+timelines, the cost model, the grad_sync flavours, where the sweep ran. Plain data: the
+templates only format it."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import dataclasses
 import statistics
 from pathlib import Path
 
-from reports.judge import leaks, stats, targets, verdicts
-from reports.judge.rows import REFERENCE, memory_note, strategy_order
+from reports.judge import leaks, machines, stats, targets, verdicts
+from reports.judge.rows import REFERENCE, memory_note, process_of, strategy_order
 from reports.page import profile
 from reports.schema.page_records import (
     CaseLine,
@@ -18,12 +19,15 @@ from reports.schema.page_records import (
     CostLine,
     Flamegraph,
     FlavourLine,
+    MachineLine,
+    MachineSpreadLine,
     ProcessLine,
     TimelineLine,
+    Where,
 )
 from reports.schema.records import Entry, Row
 from reports.schema.row_parts import Collectives, GradCheck, Summary
-from reports.schema.verdict_records import VerdictFile
+from reports.schema.verdict_records import GroupNoise, VerdictFile
 
 
 def _median(values: list[float]) -> float | None:
@@ -254,3 +258,83 @@ def flavour_table(entries: list[Entry], judged: VerdictFile) -> list[FlavourLine
             )
         )
     return out
+
+
+def machine_name(row: Row) -> str:
+    """A machine as a reader knows it: its host, its Ray node's short id, and on CUDA the GPU's
+    name and short UUID (``machines.machine_of`` counts the GPU, else the node, else the host)."""
+    p = row.placement
+    if p is None:
+        return "this machine (rows without placement)"
+    parts = [p.host or "unknown host"]
+    if p.node_id:
+        parts.append(f"node {p.node_id[:8]}")
+    if p.device_uuid:
+        uuid = p.device_uuid.removeprefix("GPU-")[:8]
+        parts.append(f"{p.device_name or 'GPU'} {uuid}")
+    return ", ".join(parts)
+
+
+def where_it_ran(rows: list[Row], judged: VerdictFile) -> Where | None:
+    """Per machine its processes and their co-tenancy (other sweep processes on its node during
+    their timed pairs: ``machines.co_tenancy``), and per group the spread between machines as
+    verdicts.json states it; None for a sweep on one machine, node and host (no section)."""
+    found = {machines.machine_of(r) for r in rows}
+    nodes = {machines.node_of(r) for r in rows}
+    hosts = {(r.placement.host if r.placement else None) or machines.LOCAL for r in rows}
+    if len(found) <= 1 and len(nodes) <= 1 and len(hosts) <= 1:
+        return None
+    sharing = machines.co_tenancy(rows)
+    processes: dict[str, dict[str, Row]] = {m: {} for m in found}
+    finished: set[str] = set()
+    for r in rows:
+        processes[machines.machine_of(r)].setdefault(process_of(r), r)
+        if r.ok:
+            finished.add(process_of(r))
+    lines = []
+    for machine, here in processes.items():
+        counts = [c for c in (sharing.get(p) for p in here) if c is not None]
+        lines.append(
+            MachineLine(
+                machine=machine,
+                name=machine_name(next(iter(here.values()))),
+                processes=len(here),
+                failed=sum(p not in finished for p in here),
+                co_tenancy_median=statistics.median(counts) if counts else None,
+                co_tenancy_max=max(counts) if counts else None,
+                unstamped=len(here) - len(counts),
+            )
+        )
+    return Where(
+        machines=sorted(lines, key=lambda m: m.name),
+        nodes=len(nodes),
+        hosts=len(hosts),
+        groups=[machine_spread(g) for g in judged.noise_floor],
+    )
+
+
+def machine_spread(g: GroupNoise) -> MachineSpreadLine:
+    """A group's spread between machines, and in words why it was not measured."""
+    need = f"{machines.MIN_MACHINES} with {machines.MIN_PER_MACHINE} control processes each"
+    if g.machines <= 1:
+        note = "one machine: no comparison here crosses machines"
+    elif g.machine_measured:
+        note = ""
+    else:
+        note = (
+            f"not measured: {g.machines} machines, {g.control_machines} of them with "
+            f"{machines.MIN_PER_MACHINE} or more control processes: needs at least {need}; "
+            "comparisons across machines are unclear"
+        )
+    return MachineSpreadLine(
+        k=g.k,
+        n=g.n,
+        case=g.case,
+        machines=g.machines,
+        control=g.machine_from,
+        control_machines=g.control_machines,
+        sd=g.machine_sd,
+        df=g.machine_df,
+        measured=g.machine_measured,
+        note=note,
+    )

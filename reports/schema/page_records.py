@@ -5,6 +5,7 @@ the HTML template (``build``), the charts and the sweep's terminal tables
     Entry, VerdictFile --tables--> CaseLine, FlavourLine --+
                        --answer--> Answer (Pick)           +--analysis--> Page --> build, summary
                        --recipe--> SettingLine             |
+    Row, VerdictFile --tables----> Where ------------------|
     Row, RunFile ------runinfo---> TheRun -----------------+
 
 A field's meaning is written where it is defined, here. Figures are in seconds and bytes; the
@@ -320,6 +321,51 @@ class Profiles:
     here: list[CaseProfile] = field(default_factory=list)
 
 
+# -- where it ran ---------------------------------------------------------------------------------
+@dataclass(slots=True)
+class MachineLine:
+    """One machine a verdict counts (``machines.machine_of``), with its processes
+    (``tables.where_it_ran``)."""
+
+    machine: str  # machines.machine_of's id: the GPU's UUID, the Ray node's id, the host, local
+    name: str  # readable: host, short node id, GPU name and short UUID
+    processes: int  # the sweep's processes that ran on it (a rotated one counts once)
+    failed: int  # of them, processes none of whose rows finished
+    # other sweep processes on its node during a process's timed pairs (machines.co_tenancy),
+    # over its processes with the stamps; None where none has them
+    co_tenancy_median: float | None = None
+    co_tenancy_max: int | None = None
+    unstamped: int = 0  # its processes without their timed pairs' stamps
+
+
+@dataclass(slots=True)
+class MachineSpreadLine:
+    """A group's spread between machines (verdicts.json's ``noise_floor``), in words where it
+    was not measured."""
+
+    k: int
+    n: int
+    case: dict[str, Any]
+    machines: int  # the group's processes ran on
+    control: str | None  # the strategy it is estimated from
+    control_machines: int  # machines with 2 or more of the control's processes
+    sd: float | None  # between machines, as a fraction (GroupNoise.machine_sd)
+    df: int
+    measured: bool
+    note: str  # "" where measured; else why not, and what it means
+
+
+@dataclass(slots=True)
+class Where:
+    """Where the sweep ran (``tables.where_it_ran``): shown where it ran on more than one
+    machine, node or host."""
+
+    machines: list[MachineLine]
+    nodes: int  # Ray nodes, else hosts (machines.node_of)
+    hosts: int
+    groups: list[MachineSpreadLine]
+
+
 # -- the answer -----------------------------------------------------------------------------------
 @dataclass(slots=True)
 class Pick:
@@ -425,6 +471,7 @@ class Page(TheRun):
     answer: Answer | None = None
     slopes: list[Slope] = field(default_factory=list)
     default_cases: list[CaseLine] = field(default_factory=list)
+    where: Where | None = None  # more than one machine, node or host: where it ran
 
 
 # -- the compare page -----------------------------------------------------------------------------
