@@ -424,7 +424,7 @@ def main(argv: list[str]) -> int:
         print(USAGE, file=sys.stderr)
         return 2
     if os.environ.get(BOUND) and "LOCAL_RANK" in os.environ:  # a cluster's rank: dies with
-        from benches.sweep.zygote import die_with_parent  # torchrun, which dies with its task
+        from benches.engine.process import die_with_parent  # torchrun, dying with its task
 
         die_with_parent()
     try:

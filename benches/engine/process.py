@@ -13,6 +13,9 @@ involuntary_per_s of the busiest rank), ``affinity`` rank 0's and ``rank_affinit
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
+import sys
 import time
 
 import psutil
@@ -120,3 +123,20 @@ def affinity() -> list[int] | None:
 
 def rss_bytes() -> int:
     return psutil.Process().memory_info().rss
+
+
+def die_with_parent() -> None:
+    """On Linux, SIGKILL this process when its parent dies (``PR_SET_PDEATHSIG``): a sweep
+    killed outright (SIGKILL, an OOM killer) takes its fork server and the case in progress
+    with it, instead of leaving them running with no parent. Elsewhere a no-op."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    parent = os.getppid()
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before the call
+        os._exit(1)

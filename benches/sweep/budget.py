@@ -45,7 +45,8 @@ def open_groups(sweep: Sweep) -> tuple[set[tuple], int]:
     from reports.judge.rows import pooled
 
     entries = list(pooled(results.read(sweep.out)).values())
-    judged = verdicts.verdicts(entries, sweep.min_effect, sweep.looks)
+    control = sweep.control if sweep.control != "none" else None
+    judged = verdicts.verdicts(entries, sweep.min_effect, sweep.looks, control)
     unclear = [c for c in judged.comparisons if c.timed and c.verdict == Verdict.UNCLEAR]
     groups = {(c.k, c.n, c.case["grad_sync"], c.case["precision"]) for c in unclear}
     return groups, len(unclear)

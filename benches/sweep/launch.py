@@ -110,7 +110,7 @@ def stamped(row: dict[str, Any], started: float) -> dict[str, Any]:
 # a fresh interpreter that dies with the process that started it, then becomes the case (the
 # death signal survives exec): a cluster's case ends with its task's worker
 BOUND = (
-    "import os, sys; from benches.sweep.zygote import die_with_parent; die_with_parent(); "
+    "import os, sys; from benches.engine.process import die_with_parent; die_with_parent(); "
     "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
 )
 

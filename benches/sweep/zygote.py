@@ -25,27 +25,11 @@ import sys
 import time
 from pathlib import Path
 
+from benches.engine.process import die_with_parent
 from benches.sweep import tree
 
 START = "forked"  # env.process_start of a case forked from this server
 FRESH = "ZEROGRAD_FRESH_PROCESSES"
-
-
-def die_with_parent() -> None:
-    """On Linux, SIGKILL this process when its parent dies (``PR_SET_PDEATHSIG``): a sweep
-    killed outright (SIGKILL, an OOM killer) takes its fork server and the case in progress
-    with it, instead of leaving them running with no parent. Elsewhere a no-op."""
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-
-    parent = os.getppid()
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != parent:  # the parent died before the call
-        os._exit(1)
 
 
 def serve() -> int:

@@ -28,8 +28,8 @@ import sys
 import threading
 from typing import Any
 
+from benches.engine.process import die_with_parent
 from benches.sweep.cluster.address import LOCAL
-from benches.sweep.zygote import die_with_parent
 
 # what the cluster lost (retried once elsewhere by the sweep); every other error is the case's
 LOST = ("WorkerCrashedError", "NodeDiedError", "ObjectLostError", "OwnerDiedError",
