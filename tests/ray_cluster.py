@@ -17,6 +17,7 @@ on a 2-node cluster against the fork server; a sweep's wall time on both.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shutil
@@ -25,6 +26,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -68,9 +70,11 @@ def in_namespace(scenario: str, out: Path, timeout: float = 400) -> dict[str, An
 
 
 # -- inside: the cluster --------------------------------------------------------------------------
-def environment(home: Path) -> dict[str, str]:
-    """What every Ray process here runs with: a private home and temp dir, no usage stats."""
-    home.mkdir(parents=True, exist_ok=True)
+def environment() -> dict[str, str]:
+    """What every Ray process here runs with: a private home and temp dir, short enough for
+    Ray's sockets (a Unix socket's path holds 107 bytes), no usage stats."""
+    home = Path(tempfile.mkdtemp(prefix="zr-", dir="/tmp"))
+    atexit.register(shutil.rmtree, home, ignore_errors=True)
     return {
         "HOME": str(home),
         "RAY_USAGE_STATS_ENABLED": "0",
@@ -86,7 +90,7 @@ def start(out: Path, nodes: int = 2, **node_args: Any):
     from ray.cluster_utils import Cluster
 
     assert [name for _, name in socket.if_nameindex()] == ["lo"], "not in a namespace of our own"
-    os.environ.update(environment(out / "home"))
+    os.environ.update(environment())
     cluster = Cluster(
         initialize_head=True,
         head_node_args={"num_cpus": 0, "include_dashboard": False, "object_store_memory": 80 << 20},
@@ -435,6 +439,7 @@ def watch(proc: subprocess.Popen, out: Path) -> dict[str, Any]:
 SCENARIOS = {
     f.__name__: f
     for f in (
+        dead_address,
         two_nodes,
         worker_killed,
         node_removed,
@@ -449,7 +454,7 @@ SCENARIOS = {
 if __name__ == "__main__":
     name, target = sys.argv[1], Path(sys.argv[2])
     if name == "figures" and [n for _, n in socket.if_nameindex()] != ["lo"]:
-        print(json.dumps(in_namespace("figures", target, timeout=1800)["local"]))
+        print(json.dumps(in_namespace("figures", target, timeout=1800), indent=1))
         raise SystemExit(0)
     saw = SCENARIOS[name](target)
     (target / "scenario.json").write_text(json.dumps(saw, default=str))

@@ -119,8 +119,7 @@ def test_fewer_than_three_machines_of_two_control_processes_leave_the_spread_unm
     assert spread.machine_variance is None and spread.machine_df == 0
     assert (spread.machines, spread.control_machines) == (len(per_machine), 2)
     line = tables.machine_spread(spread)
-    assert "needs at least 3 with 2 control processes each" in line.note
-    assert "comparisons across machines are unclear" in line.note
+    assert "needs 3 machines with 2 control processes each, 2 here" in line.note
 
 
 # -- the machine level ----------------------------------------------------------------------------
@@ -269,7 +268,8 @@ def test_a_sweep_on_two_hosts_has_a_where_it_ran_section_and_a_local_one_none(tm
     assert not group.measured and group.machines == 2
     section = by_id(build.build(tmp_path / "two").read_text(), "machines")
     assert "host0, node 0000node, NVIDIA H200 0abc1234" in section
-    assert "needs at least 3 with 2 control processes each" in section
+    assert "needs 3 machines with 2 control processes each, 1 here" in section
+    assert "comparisons across machines are unclear" in section
     assert "comparisons across machines are unclear" in section
     # every comparison between two GPUs is unclear, one on the same GPU may be decided
     judged = json.loads((tmp_path / "two" / "verdicts.json").read_text())

@@ -96,19 +96,26 @@ def shares(processes: Iterable[str], where: Mapping[str, str]) -> list[float]:
     return [c / total for c in counts.values()] if total else []
 
 
-def co_tenancy(rows: Iterable[Row]) -> dict[str, int | None]:
+def host_of(row: Row) -> str:
+    """The host a process ran on (several Ray nodes may share one)."""
+    return (row.placement.host if row.placement else None) or LOCAL
+
+
+def co_tenancy(rows: Iterable[Row], where=None) -> dict[str, int | None]:
     """Per process (``rows.process_of``: the rows of a rotated process are one), how many other
-    sweep processes ran on its node (``node_of``) while its timed pairs ran: the distinct other
-    processes whose [started, ended] overlaps its [pairs_start, pairs_end]. None for a process
-    without its pairs' stamps; a process without its own start and end counts for no other."""
+    sweep processes ran on its node (``node_of``; ``where``: another key, e.g. ``host_of``)
+    while its timed pairs ran: the distinct other processes whose [started, ended] overlaps its
+    [pairs_start, pairs_end]. None for a process without its pairs' stamps; a process without
+    its own start and end counts for no other."""
+    node_of_row = where or node_of
     spans: dict[str, tuple[str, float, float]] = {}  # process -> node, started, ended
     pairs: dict[str, tuple[str, float, float] | None] = {}
     for r in rows:
         process, p = process_of(r), r.placement
         if p is not None and p.started is not None and p.ended is not None:
-            spans[process] = (node_of(r), p.started, p.ended)
+            spans[process] = (node_of_row(r), p.started, p.ended)
         if p is not None and p.pairs_start is not None and p.pairs_end is not None:
-            pairs[process] = (node_of(r), p.pairs_start, p.pairs_end)
+            pairs[process] = (node_of_row(r), p.pairs_start, p.pairs_end)
         else:
             pairs.setdefault(process, None)
     out: dict[str, int | None] = {}

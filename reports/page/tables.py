@@ -281,10 +281,11 @@ def where_it_ran(rows: list[Row], judged: VerdictFile) -> Where | None:
     verdicts.json states it; None for a sweep on one machine, node and host (no section)."""
     found = {machines.machine_of(r) for r in rows}
     nodes = {machines.node_of(r) for r in rows}
-    hosts = {(r.placement.host if r.placement else None) or machines.LOCAL for r in rows}
+    hosts = {machines.host_of(r) for r in rows}
     if len(found) <= 1 and len(nodes) <= 1 and len(hosts) <= 1:
         return None
     sharing = machines.co_tenancy(rows)
+    on_host = machines.co_tenancy(rows, machines.host_of)
     processes: dict[str, dict[str, Row]] = {m: {} for m in found}
     finished: set[str] = set()
     for r in rows:
@@ -294,6 +295,7 @@ def where_it_ran(rows: list[Row], judged: VerdictFile) -> Where | None:
     lines = []
     for machine, here in processes.items():
         counts = [c for c in (sharing.get(p) for p in here) if c is not None]
+        host = [c for c in (on_host.get(p) for p in here) if c is not None]
         lines.append(
             MachineLine(
                 machine=machine,
@@ -302,6 +304,8 @@ def where_it_ran(rows: list[Row], judged: VerdictFile) -> Where | None:
                 failed=sum(p not in finished for p in here),
                 co_tenancy_median=statistics.median(counts) if counts else None,
                 co_tenancy_max=max(counts) if counts else None,
+                host_sharing_median=statistics.median(host) if host else None,
+                host_sharing_max=max(host) if host else None,
                 unstamped=len(here) - len(counts),
             )
         )
@@ -315,17 +319,16 @@ def where_it_ran(rows: list[Row], judged: VerdictFile) -> Where | None:
 
 def machine_spread(g: GroupNoise) -> MachineSpreadLine:
     """A group's spread between machines, and in words why it was not measured."""
-    need = f"{machines.MIN_MACHINES} with {machines.MIN_PER_MACHINE} control processes each"
+    need = (
+        f"{machines.MIN_MACHINES} machines with {machines.MIN_PER_MACHINE} control processes each, "
+        f"{g.control_machines} here"
+    )
     if g.machines <= 1:
         note = "one machine: no comparison here crosses machines"
     elif g.machine_measured:
         note = ""
     else:
-        note = (
-            f"not measured: {g.machines} machines, {g.control_machines} of them with "
-            f"{machines.MIN_PER_MACHINE} or more control processes: needs at least {need}; "
-            "comparisons across machines are unclear"
-        )
+        note = f"not measured: needs {need}"
     return MachineSpreadLine(
         k=g.k,
         n=g.n,

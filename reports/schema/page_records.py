@@ -335,6 +335,9 @@ class MachineLine:
     # over its processes with the stamps; None where none has them
     co_tenancy_median: float | None = None
     co_tenancy_max: int | None = None
+    # the same on its host, which several Ray nodes may share (machines.host_of)
+    host_sharing_median: float | None = None
+    host_sharing_max: int | None = None
     unstamped: int = 0  # its processes without their timed pairs' stamps
 
 
