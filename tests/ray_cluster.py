@@ -370,6 +370,44 @@ def cluster_lost(out: Path) -> dict[str, Any]:
     return {**summary(run, proc), "seconds": time.monotonic() - started}
 
 
+def ray_start(out: Path) -> dict[str, Any]:
+    """A cluster started as users start one (``ray start --head --block``, its handle kept):
+    a sweep given its HOST:PORT, two processes at once on its one node; then the head
+    stopped by its handle (SIGTERM), nothing of it left."""
+    import psutil
+
+    os.environ.update(environment())
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    head = subprocess.Popen(
+        [str(Path(sys.executable).with_name("ray")), "start", "--head", f"--port={port}",
+         "--num-cpus=2", "--include-dashboard=false", "--block",
+         f"--temp-dir={os.environ['TMPDIR']}/ray"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        wait_for(lambda: probe_ok(port), timeout=120, every=0.5)
+        run = out / "run"
+        proc = sweep(
+            run, f"127.0.0.1:{port}", "--strategies", "native,lazy", "--control", "none",
+            "--repeat", "20", "--per-node", "2",
+        )  # fmt: skip
+        started = {p.pid for p in psutil.Process(head.pid).children(recursive=True)}
+    finally:
+        head.terminate()
+        head.wait(timeout=120)
+    return {**summary(run, proc), "left": [p for p in started if psutil.pid_exists(p)]}
+
+
+def probe_ok(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
 def fake_gpus(out: Path) -> dict[str, Any]:
     """One node with two fake GPUs: two processes at once, each on a GPU of its own (Ray's
     CUDA_VISIBLE_DEVICES); the cases fail (no CUDA here) but say where they ran."""
@@ -446,6 +484,7 @@ SCENARIOS = {
         hung_case,
         driver_killed,
         cluster_lost,
+        ray_start,
         fake_gpus,
         figures,
     )

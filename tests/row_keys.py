@@ -90,7 +90,9 @@ def run(out: Path, ranks: bool = False) -> dict[str, list[dict[str, Any]]]:
             for row in launch.run_one(case, 600, server):
                 results.append(case.out_dir, row)
             if not ranks and kind == "failed":  # a case that wrote no row: the sweep's own
-                results.append(case.out_dir, launch._failed(case, "timed out", time.monotonic(), time.time()))
+                results.append(
+                    case.out_dir, launch._failed(case, "timed out", time.monotonic(), time.time())
+                )
     finally:
         if server is not None:
             server.close()

@@ -76,7 +76,7 @@ def test_a_process_the_cluster_loses_runs_again_on_the_other_node(tmp_path, faul
     assert len(rows) == 2 and all(r["status"] == "ok" for r in rows)
     (again,) = [r for r in rows if r["placement"]["attempt"] == 2]
     assert again["placement"]["node_id"] != seen["killed_node"]
-    assert "running it again on another node" in seen["output"]
+    assert "running it again on another node" in " ".join(seen["output"].split())
     no_duplicates(rows)
 
 
@@ -110,6 +110,20 @@ def test_a_cluster_gone_mid_sweep_keeps_every_row_and_writes_a_report(tmp_path):
     assert seen["rows"] and seen["report"]
     assert "processes did not run" in seen["output"]
     no_duplicates(seen["rows"])
+
+
+def test_a_cluster_started_with_ray_start_runs_a_sweep_given_its_address(tmp_path):
+    seen = in_namespace("ray_start", tmp_path)
+    assert seen["exit"] == 0, seen["output"][-3000:]
+    rows = seen["rows"]
+    assert len(rows) == 2 and all(r["status"] == "ok" for r in rows)
+    assert len({r["placement"]["node_id"] for r in rows}) == 1
+    assert {r["placement"]["attempt"] for r in rows} == {1}
+    # two at once on the node, each pinned to cores of its own
+    (a, b) = (r["placement"] for r in rows)
+    assert a["started"] < b["ended"] and b["started"] < a["ended"]
+    assert set(a["cores"]).isdisjoint(b["cores"])
+    assert seen["left"] == []  # the head, stopped by its handle, took its processes with it
 
 
 def test_two_processes_at_once_on_a_node_get_a_gpu_each(tmp_path):

@@ -174,7 +174,9 @@ def open_place(sweep: Sweep, console) -> Place:
         return Local(sweep.timeout, fork_server=not os.environ.get(zygote.FRESH))
     from benches.sweep.cluster.place import RayPlace
 
-    place = RayPlace(sweep, sweep.timeout, say=lambda text: console.print(escape(text)))
+    place = RayPlace(
+        sweep, sweep.timeout, say=lambda text: console.print(escape(text), soft_wrap=True)
+    )
     if sweep.control != "none" and sweep.rounds == 1:
         sweep.controls = max(sweep.controls, 2 * place.machines())
     console.print(escape(place.describe()))

@@ -77,6 +77,7 @@ def connect(address: str, root: str) -> None:
     if address == LOCAL:  # Ray on this machine, for this command: the checkout is shared
         os.environ.setdefault("RAY_task_oom_retries", "0")  # an OOM kill is the case's: no retry
         ray.init(
+            address="local",  # a new Ray, never one `ray start` left running here
             include_dashboard=False,
             object_store_memory=LOCAL_OBJECT_STORE,
             runtime_env={"env_vars": {"PYTHONPATH": root}},
