@@ -7,15 +7,13 @@ from __future__ import annotations
 
 import importlib.util
 import socket
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from benches.engine.spec import CaseSpec
-from benches.sweep import arguments
+from benches.sweep import arguments, cli
 from benches.sweep.cluster import address, task
 from benches.sweep.cluster.place import Flight, RayPlace, check_pinning, demand, slots
 from benches.sweep.outdir import UsageError
@@ -36,27 +34,27 @@ def node(name: str, cpus: float = 1, gpus: float = 0, host: str = "h") -> dict:
     return {"node_id": name, "host": host, "resources": {"CPU": cpus, "GPU": gpus}}
 
 
-def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "benches", "run", *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+def run(capsys, *args: str) -> tuple[int, str]:
+    """``python -m benches run ARGS`` in this process (its refusals come before any case):
+    the exit code and stderr."""
+    code = cli.main(["run", *args])
+    return code, capsys.readouterr().err
 
 
 @pytest.mark.skipif(importlib.util.find_spec("ray") is not None, reason="Ray is installed")
-def test_cluster_without_ray_is_one_line_naming_the_extra(tmp_path):
-    done = run("--cluster", "local", "--out", str(tmp_path / "out"))
-    assert done.returncode == 2
-    (line,) = done.stderr.strip().splitlines()
+def test_cluster_without_ray_is_one_line_naming_the_extra(tmp_path, capsys):
+    code, err = run(capsys, "--cluster", "local", "--out", str(tmp_path / "out"))
+    assert code == 2
+    (line,) = err.strip().splitlines()
     assert "--cluster local: Ray is not installed" in line and "[cluster]" in line
     assert not (tmp_path / "out").exists()  # nothing written
 
 
 @pytest.mark.parametrize("flag", [["--per-node", "2"], ["--exclusive"]])
-def test_per_node_and_exclusive_need_a_cluster(flag):
-    done = run(*flag)
-    assert done.returncode == 2
-    assert f"{flag[0]} needs --cluster ADDRESS" in done.stderr
+def test_per_node_and_exclusive_need_a_cluster(flag, capsys):
+    code, err = run(capsys, *flag)
+    assert code == 2
+    assert f"{flag[0]} needs --cluster ADDRESS" in err
 
 
 @pytest.mark.parametrize("bad", ["nonsense", "host:", ":80", "h:0", "h:70000", "h:port"])
