@@ -73,16 +73,16 @@ def write_whole(path: Path, text: str) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def start_run(sweep: Sweep) -> tuple[str, set[tuple]]:
+def start_run(sweep: Sweep, cluster: dict | None = None) -> tuple[str, set[tuple]]:
     """Create or reopen the results directory (OutputError where it cannot be written); the
-    run id and the cases already ok."""
+    run id and the cases already ok. ``cluster``: what run.json keeps of a cluster."""
     try:
-        return open_run(sweep)
+        return open_run(sweep, cluster or {})
     except OSError as err:
         raise output_error(sweep.out, err, "before the first case") from None
 
 
-def open_run(sweep: Sweep) -> tuple[str, set[tuple]]:
+def open_run(sweep: Sweep, cluster: dict) -> tuple[str, set[tuple]]:
     sweep.out.mkdir(parents=True, exist_ok=True)
     run_file = sweep.out / RUN
     done: set[tuple] = set()
@@ -104,6 +104,7 @@ def open_run(sweep: Sweep) -> tuple[str, set[tuple]]:
                     },
                     case_settings=case_settings(sweep),
                     env={**envinfo.environment(sweep.device), **envinfo.git_state()},
+                    cluster=cluster,
                 ).to_json(),
                 indent=1,
             ),
@@ -132,7 +133,7 @@ def sweep_main(sweep: Sweep) -> int:
     console = Console(stderr=True)
     place = open_place(sweep, console)  # a cluster's problems are usage errors: nothing written
     try:
-        run_id, done = start_run(sweep)
+        run_id, done = start_run(sweep, place.record())
     except BaseException:
         place.close()
         raise

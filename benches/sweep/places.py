@@ -47,6 +47,9 @@ class Place(Protocol):
     def close(self) -> None:
         """Stop what the place started (its fork server, its connection)."""
 
+    def record(self) -> dict[str, Any]:
+        """What run.json keeps of the place (``RunFile.cluster``): empty on this machine."""
+
 
 class Local:
     """One process at a time on this machine, forked from the fork server unless
@@ -73,6 +76,9 @@ class Local:
             finally:  # run or abandoned (Ctrl-C killed its tree): no longer in flight
                 self.pending.pop(0)
             yield spec, rows
+
+    def record(self) -> dict[str, Any]:
+        return {}
 
     def close(self) -> None:
         if self.server is not None:

@@ -164,6 +164,10 @@ SWEEP_READ = {
         "workload": str | None,
         "preset": str | None,
         "device": str | None,
+        "cluster": str | None,
+        "per_node": int | None,
+        "exclusive": bool | None,
+        "controls": int | None,
     }.items()
 }
 
@@ -182,6 +186,9 @@ class RunFile:
     sweep: dict[str, Any] = field(default_factory=dict)  # the sweep's options (arguments.Sweep)
     case_settings: dict[str, Any] = field(default_factory=dict)  # rows.SWEEP_IDENTITY's values
     env: dict[str, Any] = field(default_factory=dict)  # the machine and commit (engine.envinfo)
+    # --cluster: Ray's version, its nodes and the processes each took at once, as the sweep
+    # joined it (benches.sweep.cluster.place.RayPlace.record); empty on this machine
+    cluster: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def read(cls, directory: str | Path) -> RunFile | None:
@@ -198,7 +205,7 @@ class RunFile:
             raise UnreadableFile(f"{str(path)!r} is not readable JSON ({err})") from None
         if not isinstance(data, dict):
             raise UnreadableFile(f"{str(path)!r} is not a JSON object ({json.dumps(data)[:60]})")
-        for key in ("sweep", "env", "case_settings"):
+        for key in ("sweep", "env", "case_settings", "cluster"):
             if data.get(key) is None:
                 data.pop(key, None)
             elif not isinstance(data[key], dict):

@@ -175,6 +175,24 @@ class RayPlace:
             return sum(int(self.nodes[n]["resources"].get("GPU", 0)) for n in live)
         return len(live)
 
+    def record(self) -> dict[str, Any]:
+        """What run.json keeps of the cluster as the sweep joined it."""
+        return {
+            "address": self.sweep.cluster,
+            "ray": self.ray,
+            "capacity": self.capacity,
+            "nodes": [
+                {
+                    "node_id": n,
+                    "host": self.nodes[n]["host"],
+                    "cpus": self.nodes[n]["resources"].get("CPU", 0),
+                    "gpus": self.nodes[n]["resources"].get("GPU", 0),
+                    "slots": slots,
+                }
+                for n, slots in self.slots.items()
+            ],
+        }
+
     def describe(self) -> str:
         hosts = len({self.nodes[n]["host"] for n in self.slots})
         return (
