@@ -24,14 +24,17 @@ def install_project(session: nox.Session, extras: str = "bench") -> None:
 def tests(session: nox.Session) -> None:
     """The test suite without the slow end-to-end tests (docs/development.md: its time)."""
     install_project(session, "bench,dev,hf")  # dev: asv (tests/test_asv.py); hf: the GPT-2 example
-    session.run("python", "-m", "pytest", *(session.posargs or ["-q", "-m", "not slow and not cluster"]))
+    default = ["-q", "-m", "not slow and not cluster"]  # the cluster's: nox -s cluster
+    session.run("python", "-m", "pytest", *(session.posargs or default))
 
 
 @nox.session(python=PYTHON, reuse_venv=True, default=False)
 def slow(session: nox.Session) -> None:
     """The slow end-to-end tests (asv over commits, ranks, A/A sweeps); CI runs them too."""
     install_project(session, "bench,dev,hf")
-    session.run("python", "-m", "pytest", *(session.posargs or ["-q", "-m", "slow and not cluster"]))
+    session.run(
+        "python", "-m", "pytest", *(session.posargs or ["-q", "-m", "slow and not cluster"])
+    )
 
 
 @nox.session(python=PYTHON, reuse_venv=True, default=False)

@@ -312,8 +312,8 @@ def test_twins_on_machines_of_their_own_are_not_called_different_and_without_the
     higher in at most 5% of the sweeps (measured over 400 seeds: 0 of 400; and 0 of all 1,200
     comparisons of identical loops, native against each twin included); the same figures without
     placement, judged as if on one machine, are called different in 227 of 400 sweeps (56.8%;
-    454 of the 1,200 comparisons), so this test can fail. 150 seeds keep the suite short: over the first
-    150, 0% with the level and 56.0% without (``_false_rate(400, ...)`` measures the 400)."""
+    454 of the 1,200 comparisons), so this test can fail. 150 seeds keep the suite short: over
+    the first 150, 0% with the level and 56.0% without (``_false_rate(400, ...)``: the 400)."""
     with_level = _false_rate(150, placed=True)
     without = _false_rate(150, placed=False)
     assert with_level <= 0.05, f"twins called different in {with_level:.1%} of sweeps"
