@@ -16,7 +16,7 @@ from synthetic import entry as entry_of
 from reports.judge import machines, verdicts
 from reports.page import analysis, build, tables
 from reports.schema.records import Row, finite
-from reports.schema.verdict_records import VerdictFile
+from reports.schema.verdict_records import GroupNoise, VerdictFile
 
 MIN_EFFECT = 0.02
 
@@ -318,3 +318,22 @@ def test_twins_on_machines_of_their_own_are_not_called_different_and_without_the
     without = _false_rate(150, placed=False)
     assert with_level <= 0.05, f"twins called different in {with_level:.1%} of sweeps"
     assert without > 0.30, f"without the machine level: {without:.1%}"
+
+
+def test_a_groups_resolution_across_machines_carries_their_spread_or_is_none():
+    """Two strategies spread over 3 machines: the resolution is wider than the same figures on
+    one machine would give; over 2 machines (spread unmeasured) there is none."""
+    rng = np.random.default_rng(7)
+
+    def group(count: int) -> GroupNoise:
+        offsets = {m: rng.normal(0, 0.03) for m in range(count)}
+        control = {m: [offsets[m] + rng.normal(0, 0.01) for _ in range(2)] for m in offsets}
+        entries = [_control(control)]
+        (spread,) = verdicts.noise(entries, 0.001, "native").values()  # below every figure
+        return spread
+
+    three, two = group(3), group(2)
+    assert three.resolution_from == "across machines" and three.resolution is not None
+    one = verdicts.stats.resolution(three.variance, three.df, three.processes_per_strategy, 0.001)
+    assert three.resolution > one
+    assert two.resolution is None and two.machines == 2

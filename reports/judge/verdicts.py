@@ -222,6 +222,10 @@ def noise(
             process_figures(reference) if reference else {},
             machines.process_machines([reference] if reference else []),
         )
+        count = len(set(machines.process_machines(here).values()))
+        resolution = stats.resolution(variance, df, processes, min_effect)
+        if count > 1:  # what an unpaired comparison across its machines could tell apart
+            resolution = across_resolution(variance, df, processes, between, count, min_effect)
         out[g] = GroupNoise(
             k=g[0],
             n=g[1],
@@ -233,10 +237,11 @@ def noise(
             df=df,
             pooled_from=pooled_from,
             measured=df > 0,
-            resolution=stats.resolution(variance, df, processes, min_effect),
+            resolution=resolution,
+            resolution_from="across machines" if count > 1 and resolution is not None else None,
             memory=memory_floors(here),
             variance=variance,
-            machines=len(set(machines.process_machines(here).values())),
+            machines=count,
             machine_from=reference.strategy if reference else None,
             control_machines=between.machines,
             machine_sd=math.expm1(math.sqrt(between.variance)) if between.measured else None,
@@ -245,6 +250,27 @@ def noise(
             machine_variance=between.variance,
         )
     return out
+
+
+def across_resolution(
+    variance: float | None,
+    df: int,
+    processes: float,
+    between: machines.Spread,
+    count: int,
+    min_effect: float,
+) -> float | None:
+    """The resolution of a group whose processes ran on ``count`` machines: two strategies'
+    processes spread evenly over them, so that each side's mean carries the spread between
+    machines over ``count`` (as ``across_machines`` adds it, Welch-Satterthwaite df); None
+    where that spread is not measured (such comparisons are ``unclear``)."""
+    if variance is None or df <= 0 or processes <= 0 or not between.measured:
+        return None
+    parts = [(variance * 2 / processes, df), (between.variance * 2 / count, between.df)]
+    se2 = sum(v for v, _ in parts)
+    dof = se2**2 / sum(v**2 / d for v, d in parts) if se2 > 0 else df
+    half = float(stats.sps.t.ppf(1 - stats.ALPHA / 2, dof)) * math.sqrt(se2)
+    return math.expm1(max(math.log1p(min_effect), half))
 
 
 def judge(c: Comparison, min_effect: float, alpha: float = stats.ALPHA) -> Verdict:
