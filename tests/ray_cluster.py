@@ -408,6 +408,24 @@ def probe_ok(port: int) -> bool:
         return False
 
 
+def no_shared_files(out: Path) -> dict[str, Any]:
+    """Workers that cannot see the driver's --out (forced: ``task.SCRATCH``): each process
+    writes to a scratch folder and its files come back with its rows, their paths the
+    driver's."""
+    os.environ["ZEROGRAD_CLUSTER_SCRATCH"] = "1"  # the nodes' workers inherit it
+    cluster, _ = start(out)
+    try:
+        run = out / "run"
+        proc = sweep(
+            run, cluster.address, "--strategies", "native,lazy", "--control", "none",
+            "--repeat", "2", "--memray",
+        )  # fmt: skip
+        files = sorted(str(p.relative_to(run)) for p in run.rglob("*") if p.is_file())
+        return {**summary(run, proc), "files": files, "out": str(run)}
+    finally:
+        stop(cluster)
+
+
 def fake_gpus(out: Path) -> dict[str, Any]:
     """One node with two fake GPUs: two processes at once, each on a GPU of its own (Ray's
     CUDA_VISIBLE_DEVICES); the cases fail (no CUDA here) but say where they ran."""
@@ -485,6 +503,7 @@ SCENARIOS = {
         driver_killed,
         cluster_lost,
         ray_start,
+        no_shared_files,
         fake_gpus,
         figures,
     )

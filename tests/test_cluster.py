@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from ray_cluster import in_namespace, namespace_error
@@ -124,6 +125,22 @@ def test_a_cluster_started_with_ray_start_runs_a_sweep_given_its_address(tmp_pat
     assert a["started"] < b["ended"] and b["started"] < a["ended"]
     assert set(a["cores"]).isdisjoint(b["cores"])
     assert seen["left"] == []  # the head, stopped by its handle, took its processes with it
+
+
+def test_without_a_shared_filesystem_a_processs_files_come_back_with_its_rows(tmp_path):
+    seen = in_namespace("no_shared_files", tmp_path)
+    assert seen["exit"] == 0, seen["output"][-3000:]
+    rows = seen["rows"]
+    assert len(rows) == 2 and all(r["status"] == "ok" for r in rows)
+    for r in rows:
+        stem = f"{r['case_id']}.a1"
+        assert f"logs/{stem}.log" in seen["files"] and f"cases/{stem}.row.json" in seen["files"]
+        flamegraph = r["memory"]["memray_flamegraph"]
+        assert flamegraph and "zerograd-" not in flamegraph  # the scratch folder's name
+        path = (
+            Path(flamegraph) if Path(flamegraph).is_absolute() else Path(seen["out"]) / flamegraph
+        )
+        assert str(path.relative_to(seen["out"])) in seen["files"]
 
 
 def test_two_processes_at_once_on_a_node_get_a_gpu_each(tmp_path):

@@ -53,14 +53,16 @@ class Place(Protocol):
 
 class Local:
     """One process at a time on this machine, forked from the fork server unless
-    ``fork_server`` is off (``ZEROGRAD_FRESH_PROCESSES=1``, or nothing to run); each killed
-    with its whole tree at ``timeout`` seconds."""
+    ``fork_server`` is off (``ZEROGRAD_FRESH_PROCESSES=1``); each killed with its whole tree
+    at ``timeout`` seconds. The server starts with the first process (a sweep with nothing to
+    run, or refused, never pays its imports)."""
 
     capacity = 1
 
     def __init__(self, timeout: float, fork_server: bool = True) -> None:
         self.timeout = timeout
-        self.server = zygote.Zygote(case_env(), envinfo.ROOT) if fork_server else None
+        self.fork_server = fork_server
+        self.server: zygote.Zygote | None = None
         self.pending: list[CaseSpec] = []
 
     def submit(self, spec: CaseSpec) -> None:
@@ -71,6 +73,8 @@ class Local:
     def as_completed(self) -> Iterator[tuple[CaseSpec, Rows]]:
         while self.pending:
             spec = self.pending[0]
+            if self.fork_server and self.server is None:
+                self.server = zygote.Zygote(case_env(), envinfo.ROOT)
             try:
                 rows = run_one(spec, self.timeout, self.server)
             finally:  # run or abandoned (Ctrl-C killed its tree): no longer in flight
@@ -81,6 +85,7 @@ class Local:
         return {}
 
     def close(self) -> None:
+        self.fork_server = False
         if self.server is not None:
             self.server.close()
             self.server = None
