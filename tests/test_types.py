@@ -7,9 +7,12 @@ a file whose every line (or whose whole) is corrupt."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -161,6 +164,16 @@ def test_build_of_a_wrong_typed_row_is_one_line(status, field, value, named, tmp
     assert not (directory / "index.html").exists()
 
 
+def reports_in_process(*args: str) -> SimpleNamespace:
+    """``python -m reports ARGS`` in this process (its own ``main``), its exit code and output
+    captured: the many wrong-typed files below each cost an interpreter's start otherwise
+    (the results-file test above runs the real command)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = reports_main(list(args))
+    return SimpleNamespace(returncode=code, stdout=out.getvalue(), stderr=err.getvalue())
+
+
 @pytest.mark.parametrize(
     "text, named",
     [
@@ -276,7 +289,7 @@ def test_gate_on_a_wrong_typed_file_is_exit_2_never_1(name, field, value, named,
     path = tmp_path / name
     path.write_text(json.dumps(data))
     pair = ["--pair", "global,native"] if name == "verdicts.json" else []
-    done = run_reports("gate", str(path), *pair)  # a traceback would exit 1: "a regression"
+    done = reports_in_process("gate", str(path), *pair)  # a traceback would exit 1
     assert done.returncode == 2, done.stdout + done.stderr
     line = one_line(done.stderr)
     assert line.startswith(f"{ERROR}{str(path)!r} is no {name}: ") and named in line, line
@@ -359,7 +372,7 @@ def test_history_of_a_wrong_typed_asv_file_is_one_line(file, field, value, named
     data = json.loads(path.read_text())
     put(data, field, value)
     path.write_text(json.dumps(data))
-    done = run_reports("history", str(root))
+    done = reports_in_process("history", str(root))
     assert done.returncode == 2, done.stdout + done.stderr
     line = one_line(done.stderr)
     assert line.startswith(ERROR) and f"{str(path)!r}: " in line and named in line, line
@@ -372,7 +385,7 @@ def test_history_skips_a_wrong_typed_results_file_among_readable_ones_as_asv_doe
     data = json.loads(path.read_text())
     put(data, "results.track_ratio.0", {"x": 1})
     path.write_text(json.dumps(data))
-    done = run_reports("history", str(root))
+    done = reports_in_process("history", str(root))
     assert done.returncode == 0, done.stderr
     page = (root / "history.html").read_text()
     assert "1 unreadable results file" in page and "field &#39;result&#39; is {" in page
@@ -382,7 +395,7 @@ def test_history_of_only_corrupt_asv_results_files_is_one_line(tmp_path):
     root = asv_results(tmp_path / "asv", commits=2)
     for path in (root / "results" / "m").glob("?-py.json"):
         path.write_text("{not json")
-    done = run_reports("history", str(root))
+    done = reports_in_process("history", str(root))
     assert done.returncode == 2, done.stdout + done.stderr
     line = one_line(done.stderr)
     assert "holds no readable asv results file (2 unreadable; the first: " in line, line
