@@ -251,12 +251,13 @@ def fault(out: Path, kill) -> dict[str, Any]:
     cluster, workers = start(out)
     try:
         run = out / "run"
+        # pairs enough that the process outlives the kill on a fast machine too
         proc = sweep(
             run, cluster.address, "--strategies", "native,lazy", "--control", "none",
-            "--repeat", "200", wait=False,
+            "--repeat", "500", wait=False,
         )  # fmt: skip
         (pid, *_) = wait_for(lambda: cases_running(run))
-        time.sleep(2.0)  # inside the process: its imports done, its pairs running
+        time.sleep(1.0)  # inside the process: its imports, or its pairs, running
         node = node_of(pid)
         kill(cluster, workers, pid, node)
         proc.output, _ = proc.communicate(timeout=300)
