@@ -214,9 +214,7 @@ def refused(out: Path, *args: str, target: Path | None = None) -> dict[str, Any]
 
 def dead_address(out: Path) -> dict[str, Any]:
     """An address nothing listens at, given and found by ``auto``: one line, exit 2, at once."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     os.environ["RAY_ADDRESS"] = f"127.0.0.1:{port}"
     return {
         "given": refused(out, "--cluster", f"127.0.0.1:{port}", *SWEEP),
@@ -378,9 +376,7 @@ def ray_start(out: Path) -> dict[str, Any]:
     import psutil
 
     os.environ.update(environment())
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     head = subprocess.Popen(
         [str(Path(sys.executable).with_name("ray")), "start", "--head", f"--port={port}",
          "--num-cpus=2", "--include-dashboard=false", "--block",
@@ -402,11 +398,22 @@ def ray_start(out: Path) -> dict[str, Any]:
 
 
 def probe_ok(port: int) -> bool:
+    """Something listens at 127.0.0.1:PORT (the sweep's own probe, ``address.probe``)."""
+    from benches.sweep.cluster.address import probe
+    from benches.sweep.outdir import UsageError
+
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
-            return True
-    except OSError:
+        probe("127.0.0.1", port, f"127.0.0.1:{port}")
+    except UsageError:
         return False
+    return True
+
+
+def free_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on (bound, then closed)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def no_shared_files(out: Path) -> dict[str, Any]:
@@ -511,6 +518,7 @@ SCENARIOS = {
 }
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))  # benches/, as the sweep imports it (run as a script)
     name, target = sys.argv[1], Path(sys.argv[2])
     if name == "figures" and [n for _, n in socket.if_nameindex()] != ["lo"]:
         print(json.dumps(in_namespace("figures", target, timeout=1800), indent=1))

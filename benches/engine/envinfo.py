@@ -92,6 +92,14 @@ def machine() -> dict[str, object]:
     }
 
 
+def device_name(device: torch.device) -> str:
+    """The GPU's name on CUDA, else the CPU model (a cluster's driver may have no GPU: its
+    run.json names its own CPU)."""
+    if device.type == "cuda" and torch.cuda.is_available():
+        return torch.cuda.get_device_name(device)
+    return cpu_model()
+
+
 def environment(device: str | torch.device = "cpu") -> dict[str, object]:
     """torch, CUDA, cuDNN, device and CPU model, Python, threads, and the machine (psutil)."""
     device = torch.device(device)
@@ -101,10 +109,7 @@ def environment(device: str | torch.device = "cpu") -> dict[str, object]:
         "cuda": torch.version.cuda,
         "cudnn": torch.backends.cudnn.version() if cuda else None,
         "device": str(device),
-        "device_name": (
-            # a cluster's driver may have no GPU: its run.json names its own CPU
-            torch.cuda.get_device_name(device) if device.type == "cuda" and cuda else cpu_model()
-        ),
+        "device_name": device_name(device),
         "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
         "python": platform.python_version(),
@@ -143,7 +148,7 @@ def placement(
         node_id=os.environ.get(NODE_ID) or None,
         device_index=index,
         visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
-        device_name=torch.cuda.get_device_name(index) if cuda else cpu_model(),
+        device_name=device_name(device),
         device_uuid=uuid,
         cores=affinity(),
         pairs_start=pairs_start,

@@ -89,8 +89,6 @@ def pin_cores(threads: int) -> list[int]:
     ``threads`` cores, counted from the end of the allowed set (the sweep and its fork server,
     idle while a case runs, keep the whole set); on a cluster, after the blocks of the
     processes in lower slots of its host (``ZEROGRAD_PIN_SLOT``). The cores it took."""
-    import os
-
     cores = allowed_cores()
     rank = int(os.environ.get("LOCAL_RANK", "0"))
     world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))

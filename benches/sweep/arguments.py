@@ -172,16 +172,14 @@ def resolve(args: argparse.Namespace) -> Sweep:
         min_effect=min_effect,
         control=control,
         quick=getattr(args, "quick", False),
-        **cluster_settings(args, pin, threads, world_size),
+        **cluster_settings(args),
     )
     if args.resume:
         same_settings(sweep)
     return sweep
 
 
-def cluster_settings(
-    args: argparse.Namespace, pin: bool, threads: int, world_size: int
-) -> dict[str, Any]:
+def cluster_settings(args: argparse.Namespace) -> dict[str, Any]:
     """--cluster, --per-node and --exclusive, checked as far as this machine can: the address
     is probed and the cluster's resources checked when it is joined (``benches.sweep.cluster``)."""
     cluster = getattr(args, "cluster", None)

@@ -215,7 +215,7 @@ class SweepRun:
                     expected = expected_wall(self.walls, spec)
                     if deadline is not None and time.monotonic() + expected > deadline:
                         queue = []  # the rest would end past the deadline
-                        in_flight -= getattr(self.place, "drop_waiting", lambda: 0)()
+                        in_flight -= self.place.drop_waiting()
                         break
                     self.progress.update(self.task, description=escape(f"{spec.case_id:<40}"))
                     self.place.submit(spec)

@@ -47,6 +47,10 @@ class Place(Protocol):
     def close(self) -> None:
         """Stop what the place started (its fork server, its connection)."""
 
+    def drop_waiting(self) -> int:
+        """Processes submitted but not started (at the budget's deadline): dropped unrun; how
+        many."""
+
     def record(self) -> dict[str, Any]:
         """What run.json keeps of the place (``RunFile.cluster``): empty on this machine."""
 
@@ -83,6 +87,9 @@ class Local:
 
     def record(self) -> dict[str, Any]:
         return {}
+
+    def drop_waiting(self) -> int:
+        return 0  # its one process starts when submitted
 
     def close(self) -> None:
         self.fork_server = False

@@ -262,15 +262,14 @@ def across_resolution(
 ) -> float | None:
     """The resolution of a group whose processes ran on ``count`` machines: two strategies'
     processes spread evenly over them, so that each side's mean carries the spread between
-    machines over ``count`` (as ``across_machines`` adds it, Welch-Satterthwaite df); None
-    where that spread is not measured (such comparisons are ``unclear``)."""
+    machines over ``count``: the half-width of such a comparison's interval as
+    ``across_machines`` widens it (``stats.widened``); None where that spread is not measured
+    (such comparisons are ``unclear``)."""
     if variance is None or df <= 0 or processes <= 0 or not between.measured:
         return None
-    parts = [(variance * 2 / processes, df), (between.variance * 2 / count, between.df)]
-    se2 = sum(v for v, _ in parts)
-    dof = se2**2 / sum(v**2 / d for v, d in parts) if se2 > 0 else df
-    half = float(stats.sps.t.ppf(1 - stats.ALPHA / 2, dof)) * math.sqrt(se2)
-    return math.expm1(max(math.log1p(min_effect), half))
+    two = {"log": 0.0, "se": math.sqrt(variance * 2 / processes), "df": df, "method": ""}
+    wide = stats.widened(two, between.variance * 2 / count, between.df, MACHINE_LEVEL)
+    return math.expm1(max(math.log1p(min_effect), math.log(wide["ci_high"])))
 
 
 def judge(c: Comparison, min_effect: float, alpha: float = stats.ALPHA) -> Verdict:

@@ -20,13 +20,13 @@ CURRENT_CLUSTER = Path("/tmp/ray/ray_current_cluster")
 INSTALL = "pip install -e '.[cluster]' (ray==2.60.0), or nox -s bench -- --cluster ..."
 
 
-def check(address: str) -> str:
-    """The address as ``ray.init`` takes it (``local``: none), or a UsageError naming the value
-    and the fix: Ray missing, a malformed address, nothing listening there."""
+def check(address: str) -> None:
+    """``--cluster ADDRESS`` as ``ray.init`` will take it, or a UsageError naming the value and
+    the fix: Ray missing, a malformed address, nothing listening there."""
     if importlib.util.find_spec("ray") is None:
         raise UsageError(f"--cluster {address}: Ray is not installed here; {INSTALL}")
     if address == LOCAL:
-        return address
+        return
     if address.startswith("ray://"):
         raise UsageError(
             f"--cluster {address!r}: Ray Client addresses are not supported; run the sweep on a "
@@ -37,7 +37,6 @@ def check(address: str) -> str:
         address = found_head()
     host, port = host_port(address, given)
     probe(host, port, given)
-    return f"{host}:{port}"
 
 
 def found_head() -> str:

@@ -163,7 +163,7 @@ def finished(key: str, ref: Any) -> dict[str, Any]:
     except Exception as err:
         kind = type(err).__name__
         cause = f"{kind}: {first_line(err)}"
-        if any(lost in kind for lost in LOST) or isinstance(err, ray.exceptions.RaySystemError):
+        if any(lost in kind for lost in LOST):
             return {"op": "lost", "key": key, "cause": cause, "nodes": nodes()}
         return {"op": "failed", "key": key, "cause": cause}
     files = {

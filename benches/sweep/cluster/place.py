@@ -37,6 +37,7 @@ from benches.sweep.arguments import Sweep
 from benches.sweep.cluster import task
 from benches.sweep.outdir import UsageError
 from benches.sweep.places import ClusterLost
+from reports.schema.row_parts import Placement
 
 Rows = list[dict[str, Any]]
 READY_S = 300.0  # Ray started (--cluster local) or joined, at most
@@ -209,8 +210,6 @@ class RayPlace:
         while self.flights or self.waiting:
             self._dispatch()
             reply = self._read(None)
-            if reply is None:
-                continue
             flight = self.flights.pop(reply["key"])
             rows = self._finished(flight, reply)
             if rows is not None:
@@ -325,15 +324,12 @@ class RayPlace:
         return [self._failed_row(flight, error)]
 
     def _failed_row(self, flight: Flight, error: str) -> dict[str, Any]:
+        """The row of a process the cluster took: its node and attempt, nothing of this
+        machine's (the driver's own host, CPU and cores are not where it ran)."""
         row = launch._failed(flight.spec, error, time.monotonic(), time.time())
         node = self.nodes.get(flight.node or "", {})
-        row["placement"] = {
-            **(row.get("placement") or {}),
-            "host": node.get("host"),
-            "node_id": flight.node,
-            "cores": None,
-            "attempt": flight.attempt,
-        }
+        where = Placement(host=node.get("host"), node_id=flight.node, attempt=flight.attempt)
+        row["placement"] = asdict(where)
         row["wall_s"] = {"total": 0.0}
         return row
 
