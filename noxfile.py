@@ -132,26 +132,53 @@ def sweep_setup(session: nox.Session) -> tuple[list[str], str, str | None]:
     return args, out, preset
 
 
+# `nox -s bench -- --smoke`: CI's short form of the main job (docs/development.md). The same
+# code end to end: every pytest-benchmark case run once, untimed, with its gradient assertions;
+# a sweep of every case with two measured pairs and no added rounds; the report.
+SMOKE = "--smoke"
+SMOKE_SUITES = ("--benchmark-disable",)
+SMOKE_SWEEP = ("--budget", "0", "--repeat", "2")
+
+
+def smoke_split(args: list[str]) -> tuple[list[str], bool]:
+    """The arguments without `--smoke`, and whether it was given."""
+    return [a for a in args if a != SMOKE], SMOKE in args
+
+
+def suite_args(out: str, smoke: bool) -> list[str]:
+    """pytest's arguments for the pytest-benchmark suites: timed and saved, or (smoke) each
+    case run once with its assertions and nothing saved."""
+    if smoke:
+        timing = list(SMOKE_SUITES)
+    else:
+        timing = ["--benchmark-only", "--benchmark-autosave"]
+        timing.append(f"--benchmark-json={out}/pytest-benchmark.json")
+    return ["benches/test_bench_strategies.py", "-q", *timing, "-p", "no:cacheprovider"]
+
+
+def report_missing(out: str) -> list[str]:
+    """What a finished sweep's folder lacks of its report: the page and verdicts.json."""
+    return [
+        name
+        for name in ("index.html", "verdicts.json")
+        if not os.path.isfile(os.path.join(out, name))
+    ]
+
+
 @nox.session(python=PYTHON, reuse_venv=True, default=False)
 def bench(session: nox.Session) -> None:
     """The main job: pytest-benchmark suites, then the sweep with memray; prints the report.
 
-    `nox -s bench -- --quick`: the suites' answer cases only, then the sweep's --quick."""
+    `nox -s bench -- --quick`: the suites' answer cases only, then the sweep's --quick.
+    `nox -s bench -- --smoke`: CI's short form (every suite case once, a sweep with no rounds)."""
     args, out, preset = sweep_setup(session)
-    session.run(
-        "python",
-        "-m",
-        "pytest",
-        "benches/test_bench_strategies.py",
-        "-q",
-        "--benchmark-only",
-        "--benchmark-autosave",
-        f"--benchmark-json={out}/pytest-benchmark.json",
-        "-p",
-        "no:cacheprovider",
-        env=bench_env(args, preset),
-    )
-    session.run("python", "-m", "benches", "run", "--memray", *args)
+    args, smoke = smoke_split(args)
+    session.run("python", "-m", "pytest", *suite_args(out, smoke), env=bench_env(args, preset))
+    sweep = [*SMOKE_SWEEP, *args] if smoke else args  # a flag given explicitly comes last: wins
+    session.run("python", "-m", "benches", "run", "--memray", *sweep)
+    missing = report_missing(out)
+    if missing:
+        session.error(f"the sweep wrote no {' and no '.join(missing)} in {out}")
 
 
 @nox.session(python=PYTHON, reuse_venv=True, default=False)
@@ -179,6 +206,12 @@ def gate(session: nox.Session) -> None:
     session.run("python", "-m", "reports", "gate", os.path.join(after, "compare.json"), *rest)
 
 
+# `nox -s asv -- --smoke`: asv's selection (a regex on `name(param, ...)`) of every benchmark at
+# every strategy and the smallest of its other parameters (the suites list them first: 1, 0,
+# 'fp32'); tests/test_asv.py holds this against the suites' params
+ASV_SMOKE_BENCH = (r"^[\w.]+$", r"\('\w+'(, [01])?(, 'fp32')?\)$")
+
+
 @nox.session(python=PYTHON, reuse_venv=True, default=False)
 def asv(session: nox.Session) -> None:
     """asv run over RANGE (default: the last 5 commits of main), asv publish, the history page."""
@@ -189,10 +222,13 @@ def asv(session: nox.Session) -> None:
     )
     commits = int(session.run("git", "rev-list", "--count", "main", silent=True, external=True))
     default = "main" if commits <= 5 else "main~5..main"  # "main" alone: every commit of main
+    posargs, smoke = smoke_split(session.posargs)
+    if smoke:  # CI's short form: HEAD only, every benchmark once at its smallest parameters
+        posargs = ["--quick", *(f"--bench={b}" for b in ASV_SMOKE_BENCH), *(posargs or ["HEAD^!"])]
     session.run("asv", "machine", "--yes")  # the machine's name and specs, once per user
     # --record-samples: every process's figure goes into the results, so the history page can
     # tell a change between commits from the spread between processes of one commit
-    session.run("asv", "run", "--show-stderr", "--record-samples", *(session.posargs or [default]))
+    session.run("asv", "run", "--show-stderr", "--record-samples", *(posargs or [default]))
     session.run("asv", "publish")
     # prints its verdict counts, then the page's path
     session.run("python", "-m", "reports", "history", ".asv")

@@ -137,7 +137,7 @@ def test_window(benchmark, build, strategy, accumulate, precision):
             reference_grads(workload, batches, tokens, sum_dtype=None),
             training.grad_tolerance(precision, accumulate),
         )
-        assert check["ok"], check
+        assert check.ok, check
 
 
 @pytest.mark.benchmark(group="reset")

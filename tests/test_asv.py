@@ -8,6 +8,7 @@ over real ones.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -198,3 +199,34 @@ def test_asv_dry_run_runs_the_track_suites(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert "track_core_overhead" in done.stdout and "track_reset_vs_memset" in done.stdout
     assert "failed" not in done.stdout.lower(), done.stdout
+
+
+def test_smoke_selects_every_benchmark_at_its_smallest_parameters():
+    """`nox -s asv -- --smoke` (CI) runs, through asv's own filter, each benchmark once per
+    strategy at the smallest value of every other parameter: a new axis whose first value the
+    smoke's regex does not know fails here, naming the benchmark."""
+    asv_benchmarks = pytest.importorskip("asv.benchmarks")
+    noxfile = pytest.importorskip("noxfile")
+    from benches import asv_strategies
+
+    found, wanted = [], {}
+    for cls in vars(asv_strategies).values():
+        if not (isinstance(cls, type) and cls.__module__ == asv_strategies.__name__):
+            continue
+        for method in (m for m in dir(cls) if m.startswith(BENCHMARK_PREFIXES)):
+            name = f"asv_strategies.{cls.__name__}.{method}"
+            params = [[repr(v) for v in values] for values in getattr(cls, "params", [])]
+            found.append({"name": name, "params": params})
+            names = list(getattr(cls, "param_names", []))
+            smallest = [
+                values if axis == "strategy" else [values[0]]
+                for axis, values in zip(names, params, strict=True)
+            ]
+            wanted[name] = sorted(
+                i for i, combo in enumerate(itertools.product(*params))
+                if all(v in keep for v, keep in zip(combo, smallest, strict=True))
+            ) if params else None  # fmt: skip
+    conf = type("Conf", (), {"benchmark_dir": str(ROOT / "benches")})()
+    chosen = asv_benchmarks.Benchmarks(conf, found, regex=list(noxfile.ASV_SMOKE_BENCH))
+    assert sorted(chosen) == sorted(wanted), "a benchmark the smoke leaves out"
+    assert {n: chosen.benchmark_selection[n] for n in wanted} == wanted

@@ -160,6 +160,7 @@ def parse_nox(args: list[str]) -> None:
         with tempfile.TemporaryDirectory() as runs:  # a runs folder with a run to resume
             (Path(runs) / "latest").mkdir()
             sweep_args, _, _ = noxfile.bench_args(posargs, "20240101-120000", runs_dir=runs)
+        sweep_args, _ = noxfile.smoke_split(sweep_args)  # nox's own flag, not the sweep's
         parse_benches(["run", *sweep_args])
 
 
@@ -266,3 +267,75 @@ def test_the_sweep_options_table_matches_the_parser():
     documented, real = documented_options(), parser_options()
     assert documented - real == set(), "docs/sweep.md names options the parser lacks"
     assert real - documented == set(), "options of python -m benches run missing in docs/sweep.md"
+
+
+# -- every README command runs in CI (docs/development.md's table, .ci/run) ----------------------
+# what a user types: a fenced line starting otherwise is data (the JSON excerpt), not a command
+PROGRAMS = ("python", "python3", "nox", "pip", "asv", "torchrun", "ray", "sbatch", "git", "bash")
+CODE = re.compile(r"`([^`\n]+)`")
+
+
+def readme_commands() -> set[tuple[str, ...]]:
+    """Every command the README shows: each one in a fenced block, and each inline code span
+    that starts with a program a user types (`nox -l`, `python -c ...`)."""
+    readme = ROOT / "README.md"
+    found = {
+        tuple(tokens)
+        for _, text in fenced_lines(readme)
+        for tokens in commands(text)
+        if tokens[0] in PROGRAMS
+    }
+    for span in CODE.findall(re.sub(r"^```.*?^```", "", readme.read_text(), flags=re.S | re.M)):
+        if len(span.split()) > 1 and span.split()[0] in PROGRAMS:
+            found.add(tuple(shlex.split(span)))
+    return found
+
+
+def ci_table() -> dict[tuple[str, ...], tuple[str, ...]]:
+    """docs/development.md's table: README command -> the command `.ci/run` runs for it."""
+    text = (ROOT / "docs" / "development.md").read_text()
+    section = text.split("## Every README command runs in CI", 1)[1].split("\n## ", 1)[0]
+    table = {}
+    for line in section.splitlines():
+        cells = line.split(" | ")
+        if not line.startswith("| `") or len(cells) != 2:
+            continue
+        readme, ci = (CODE.search(cell).group(1) for cell in cells)
+        table[tuple(shlex.split(readme))] = tuple(shlex.split(ci))
+    return table
+
+
+def ci_run_commands() -> list[tuple[str, ...]]:
+    lines = (ROOT / ".ci" / "run").read_text().splitlines()
+    return [tuple(cmd[0]) for line in lines if (cmd := commands(line))]
+
+
+def shortens(readme: tuple[str, ...], ci: tuple[str, ...]) -> bool:
+    """`ci` is `readme` with arguments added at its end: the same program (any path to it, such
+    as nox's venv's python), then readme's arguments, then more."""
+    n = len(readme)
+    return len(ci) >= n and Path(ci[0]).name == readme[0] and ci[1:n] == readme[1:]
+
+
+def test_every_readme_command_has_a_ci_row():
+    table, shown = ci_table(), readme_commands()
+    assert len(shown) >= 10, shown
+    missing = [" ".join(c) for c in sorted(shown - set(table))]
+    assert not missing, f"README commands CI does not run (docs/development.md's table): {missing}"
+    stale = [" ".join(c) for c in sorted(set(table) - shown)]
+    assert not stale, f"rows for commands the README no longer shows: {stale}"
+
+
+def test_every_ci_row_is_the_readme_command_shortened_and_a_line_of_ci_run():
+    ran = ci_run_commands()
+    for readme, ci in ci_table().items():
+        assert shortens(readme, ci), f"{' '.join(ci)!r} is not {' '.join(readme)!r} shortened"
+        assert ci in ran, f"{' '.join(ci)!r} is not a command of .ci/run"
+
+
+def test_a_command_with_its_arguments_dropped_is_not_a_shortening():
+    assert shortens(("python", "-m", "benches", "run"), (".nox/b/bin/python", "-m", "benches",
+                    "run", "--budget", "0"))  # fmt: skip
+    assert not shortens(("nox", "-s", "bench", "--", "--quick"), ("nox", "-s", "bench"))
+    assert not shortens(("nox", "-s", "asv"), ("nox", "-s", "bench", "asv"))
+    assert not shortens(("python", "-m", "x"), ("python3", "-m", "x"))

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+import strategies
+
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
@@ -126,9 +128,10 @@ class _Stop(Exception):
 
 
 class _FakeSession:
-    def __init__(self, posargs):
+    def __init__(self, posargs, report: tuple[str, ...] = ("index.html", "verdicts.json")):
         self.posargs = posargs
         self.calls = []
+        self.report = report  # what the "sweep" writes into its --out
 
     def error(self, message):
         self.calls.append(("error", message))
@@ -139,6 +142,10 @@ class _FakeSession:
 
     def run(self, *args, **kwargs):
         self.calls.append(("run", args, kwargs))
+        if args[:4] == ("python", "-m", "benches", "run"):
+            out = args[args.index("--out") + 1]
+            for name in self.report:
+                Path(out, name).write_text("{}")
 
 
 def test_bench_session_reports_a_bad_argument_before_installing():
@@ -158,6 +165,27 @@ def test_bench_session_passes_preset_and_out(tmp_path):
     assert pytest_kwargs["env"] == {"ZEROGRAD_BENCH_PRESET": "tiny"}
     assert sweep_args[-5:] == ("--memray", "--preset", "tiny", "--out", out)
     assert os.path.isdir(out)
+
+
+def test_bench_session_fails_when_the_sweep_wrote_no_report(tmp_path):
+    out = str(tmp_path / "run")
+    session = _FakeSession(["--out", out], report=("index.html",))
+    with pytest.raises(_Stop):
+        noxfile.bench(session)
+    assert session.calls[-1] == ("error", f"the sweep wrote no verdicts.json in {out}")
+
+
+def test_smoke_runs_every_suite_case_once_then_a_sweep_without_rounds(tmp_path):
+    out = str(tmp_path / "run")
+    session = _FakeSession(["--smoke", "--out", out, "--repeat", "3"])
+    noxfile.bench(session)
+    (_, pytest_args, _), (_, sweep_args, _) = [c for c in session.calls if c[0] == "run"]
+    assert "--benchmark-disable" in pytest_args and "--benchmark-only" not in pytest_args
+    assert not any(a.startswith("--benchmark-json") for a in pytest_args)  # nothing saved
+    assert "--smoke" not in pytest_args and "--smoke" not in sweep_args
+    # the smoke's settings first: a flag given explicitly comes later and wins (argparse)
+    assert sweep_args[4:] == ("--memray", "--budget", "0", "--repeat", "2", "--repeat", "3",
+                              "--out", out)  # fmt: skip
 
 
 @pytest.mark.parametrize("spelling", [["--workload", "m.w:f"], ["--workload=m.w:f"]])
@@ -181,6 +209,20 @@ def _pytest(*args: str, seed: str = "3") -> subprocess.CompletedProcess:
         text=True,
         timeout=120,
     )
+
+
+def test_every_benchmark_case_runs_once_and_passes_its_checks(tmp_path):
+    """What `nox -s bench -- --smoke` (CI) runs of the suites: every case, untimed, with its
+    assertions. A case that breaks (as every bf16 window did at 4a7b646) fails here."""
+    from benches import test_bench_strategies as suite
+
+    done = _pytest(*noxfile.suite_args(str(tmp_path), smoke=True)[1:])
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    cases = len(strategies.available()) * (
+        len(suite.ACCUMULATE) * len(suite.PRECISIONS) + len(suite.LIVE_TENSORS)
+    )
+    assert f"{cases} passed" in done.stdout, done.stdout[-3000:]
+    assert list(tmp_path.iterdir()) == []  # untimed: nothing saved
 
 
 @pytest.mark.slow  # a real sweep or subprocess of 7-60 s: nox -s slow (CI) runs it
