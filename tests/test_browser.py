@@ -59,10 +59,26 @@ def test_first_screen_is_the_answer(real_sweep, browser):
     try:
         at_size(browser, *FIRST_SCREEN)
         open_offline(browser, real_sweep / "index.html")
-        advice = visible_box(browser, "#answer .advice")
+        decision = visible_box(browser, "#answer .decision")
         chart = visible_box(browser, 'svg[data-chart="answer"]')
-        assert advice["top"] >= 0 and advice["bottom"] <= FIRST_SCREEN[1], advice
+        assert decision["top"] >= 0 and decision["bottom"] <= FIRST_SCREEN[1], decision
         assert chart["top"] >= 0 and chart["bottom"] <= FIRST_SCREEN[1], chart
+        # it names the strategy to use at every K and N measured, as verdicts.json does
+        said = browser.find_element("css selector", "#answer .decision").text
+        judged = json.loads((real_sweep / "verdicts.json").read_text())["decisions"]
+        assert judged and all(d["use"] in said for d in judged if d["use"]), (said, judged)
+        # none only where every strategy ran under CPU pressure (a busy machine), and it says so
+        assert all(d["use"] or d["left_out"] for d in judged), judged
+        why = browser.find_element("css selector", "#answer details.why")
+        assert all(d["why"] in why.get_attribute("textContent") for d in judged if not d["use"])
+        picked = browser.find_elements("css selector", "#answer .answer-charts label")
+        assert len(picked) == len({(d["k"], d["n"]) for d in judged})
+        if len(picked) > 1:  # the picker shows another group's chart in place of the first
+            picked[1].click()
+            other = visible_box(browser, f'svg[data-chart="answer-k{judged[-1]["k"]}-n0"]')
+            assert other["height"] > 150 and other["bottom"] <= FIRST_SCREEN[1], other
+            assert visible_box(browser, 'svg[data-chart="answer"]')["height"] == 0
+            picked[0].click()
         assert chart["width"] > 600 and chart["height"] > 150, chart
         sure = browser.find_element("css selector", "#answer .sure").text
         assert "tells apart" in sure or "unclear" in sure
@@ -79,7 +95,7 @@ def test_first_screen_is_the_answer(real_sweep, browser):
         assert_not_blank(png, min_height=FIRST_SCREEN[1])
         at_size(browser, 800, 900)
         open_offline(browser, real_sweep / "index.html")
-        advice = visible_box(browser, "#answer .advice")
+        advice = visible_box(browser, "#answer .decision")
         chart = visible_box(browser, 'svg[data-chart="answer"]')
         assert advice["top"] < chart["top"] and advice["bottom"] <= 900, advice
         assert chart["right"] <= 800 and chart["width"] > 500, chart
@@ -106,6 +122,10 @@ def test_report_renders_in_chromium(real_sweep, browser, tmp_path):
     assert tops == sorted(tops), "sections out of the page's order"
     boxes = chart_boxes(browser)
     # one N in this sweep: no reset-against-N chart (the planted rows' page test has it)
+    # the answer's picker holds every group's chart and shows the picked one (the first)
+    hidden = [b for b in boxes if b["name"].startswith("answer-")]
+    assert hidden and all(b["width"] == 0 for b in hidden), hidden
+    boxes = [b for b in boxes if b not in hidden]
     assert [b["name"] for b in boxes] == [c for c in CHARTS if c != "reset-vs-live"]
     for box in boxes:
         assert box["width"] > 300 and box["height"] > 150, box

@@ -58,13 +58,30 @@ def print_summary(
             f"the CPU ({noise_rule(report)}): they are left out of the answer; rerun on a quiet "
             "machine or with --threads 1"
         )
+    for line in decision_lines(report):
+        console.print(escape(line))
     answer = report.answer
     if answer:
-        console.print(f"answer (K={answer.k}, N={answer.n:,}): {escape(answer.advice)}")
+        console.print(f"in detail (K={answer.k}, N={answer.n:,}): {escape(answer.advice)}")
     for target in report.targets:
         mark = "[green]PASS[/green]" if target.ok else "[red]FAIL[/red]"
         text = f"{target.target}: {target.value} (target {target.limit})"
         console.print(f"{mark} {escape(text)}")
+
+
+def decision_lines(report: Page) -> list[str]:
+    """The answer as verdicts.json's decisions say it: one line where every group chose the
+    same strategy, else one line per group."""
+    found = report.decisions
+    if report.decided:
+        return [f"answer: use {report.decided} at every setting measured ({len(found)} groups)"]
+    out = []
+    for d in found:
+        where = f"K={d.k} N={d.n:,}" + "".join(f" {a}={d.case[a]}" for a in report.decision_axes)
+        ties = ", ".join(s for s in d.ties if s != d.use) or "none"
+        text = f"answer at {where}: use {d.use or '-'} (ties with {ties})"
+        out.append(text + (f"; open: {'; '.join(d.open)}" if d.open else ""))
+    return out
 
 
 def case_table(report: Page, directory: Path) -> Table:

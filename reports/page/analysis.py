@@ -13,7 +13,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from reports.judge import targets, verdicts
+from reports.judge import decision, targets, verdicts
 from reports.judge.rows import pooled, read, strategy_order
 from reports.page import profile
 from reports.page.answer import answer, default_case, full_sweep, reset_slopes, unseen
@@ -45,6 +45,8 @@ def judge_sweep(entries, run: RunFile, main: dict[str, Any]) -> tuple[VerdictFil
     """verdicts.json's content (every flavour and precision), and the part the tables show
     (the main flavour's and precision's comparisons)."""
     judged_all = verdicts.verdicts(entries, min_effect_of(run), run.looks, control_of(run))
+    judged_all.decisions = decision.decisions(entries, judged_all)
+    judged_all.decision_rule = decision.RULE
     shown = [
         c
         for c in judged_all.comparisons
@@ -80,6 +82,9 @@ def report(directory: str | Path) -> Page:
         ns=sorted({e.n for e in entries}),
         strategies=sorted({e.strategy for e in entries}, key=strategy_order),
         default=chosen,
+        decisions=judged_all.decisions,
+        decided=decision.agree(judged_all.decisions),
+        decision_axes=decision.varying(judged_all.decisions),
         verdicts=judged,  # the main flavour's comparisons: what the tables show
         verdicts_json=judged_all,  # every flavour's: verdicts.json
         grad_sync=flavour,

@@ -83,11 +83,12 @@ def environment() -> jinja2.Environment:
     return env
 
 
-def render_charts(report: Page) -> dict[str, str | None]:
+def render_charts(report: Page) -> dict[str, Any]:
     """Each chart that this sweep's cases can draw, as inline SVG; None where it cannot."""
-    out: dict[str, str | None] = dict.fromkeys(
+    out: dict[str, Any] = dict.fromkeys(
         ("answer", "phases", "memory", "reset", "window", "timeline", "errors")
     )
+    out["answers"] = answer_charts(report)
     if report.errors:  # every precision's, so not tied to the default case
         out["errors"] = charts.accumulation_error(report.errors)
     if not report.default:
@@ -95,7 +96,7 @@ def render_charts(report: Page) -> dict[str, str | None]:
     k, n = report.default
     here = [c for c in report.default_cases if c.phases]
     if here:
-        out["answer"] = charts.answer(here, k, n)
+        out["answer"] = next((c["svg"] for c in out["answers"] if c["name"] == "answer"), None)
         out["phases"] = charts.phases(here, k, n)
     measured = [
         c
@@ -110,6 +111,29 @@ def render_charts(report: Page) -> dict[str, str | None]:
         out["window"] = charts.window_vs_k(report.cases, n)
     if report.timelines:
         out["timeline"] = charts.timelines(report.timelines, k, n)
+    return out
+
+
+def answer_charts(report: Page) -> list[dict[str, Any]]:
+    """The answer's chart for every K and N of the tables' flavour and precision, the answer's
+    own first (``answer``; the others ``answer-kK-nN``), each with the strategy to use there."""
+    if not report.default:
+        return []
+    uses = {
+        (d.k, d.n): d.use
+        for d in report.decisions
+        if (d.case.get("grad_sync"), d.case.get("precision"))
+        == (report.grad_sync, report.precision)
+    }
+    groups = sorted({(c.k, c.n) for c in report.cases if c.phases})
+    groups.sort(key=lambda kn: kn != report.default)
+    out = []
+    for k, n in groups:
+        name = "answer" if (k, n) == report.default else f"answer-k{k}-n{n}"
+        here = [c for c in report.cases if (c.k, c.n) == (k, n) and c.phases]
+        svg = charts.answer(here, k, n, name)
+        if svg:
+            out.append({"name": name, "k": k, "n": n, "use": uses.get((k, n)), "svg": svg})
     return out
 
 

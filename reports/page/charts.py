@@ -103,7 +103,7 @@ def phases(cases: list[CaseLine], k: int, n: int) -> str:
     return to_svg(fig, "phases")
 
 
-def answer(cases: list[CaseLine], k: int, n: int) -> str | None:
+def answer(cases: list[CaseLine], k: int, n: int, name: str = "answer") -> str | None:
     """The answer at a glance: each strategy's time overhead over the plain loop, with its
     interval, against its peak memory (exact, so no interval); the plain loop at 1.0."""
     shown = [
@@ -146,7 +146,7 @@ def answer(cases: list[CaseLine], k: int, n: int) -> str | None:
     )
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize="small", frameon=False)
     ax.grid(alpha=0.3)
-    return to_svg(fig, "answer")
+    return to_svg(fig, name)
 
 
 FAR = 1.5  # an overhead beyond this is drawn on the answer chart's top edge, its figure written

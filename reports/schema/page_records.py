@@ -23,6 +23,7 @@ from reports.schema.row_parts import Collectives, ErrorFigures, GradCheck, Json,
 from reports.schema.verdict_records import (
     BetweenRuns,
     Comparison,
+    Decision,
     Growth,
     RunComparison,
     VerdictFile,
@@ -216,6 +217,9 @@ class ErrorLine:
     check_by: list[str]  # which references accepted the windows
     check_ok: bool | None
     windows: int | None
+    # what total is against (GradCheck.total_reference): "float64 model", or the fp32 model
+    # that stood in where an operator has no float64 kernel; empty for rows before it
+    total_reference: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -452,6 +456,11 @@ class Page(TheRun):
     ns: list[int] = field(default_factory=list)
     strategies: list[str] = field(default_factory=list)
     default: tuple[int, int] | None = None  # the answer's K and N
+    # the strategy to use per group (verdicts.json's decisions), the one every group chose
+    # (None where they differ) and the loop settings that differ between groups
+    decisions: list[Decision] = field(default_factory=list)
+    decided: str | None = None
+    decision_axes: list[str] = field(default_factory=list)
     verdicts: VerdictFile | None = None  # the main flavour's and precision's: the tables'
     verdicts_json: VerdictFile | None = None  # every flavour's and precision's: verdicts.json
     grad_sync: str = "last"  # the flavour the tables show

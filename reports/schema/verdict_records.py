@@ -326,6 +326,35 @@ class Growth:
         return build(cls, data, what)
 
 
+# -- the decision per group ----------------------------------------------------------------------
+@dataclass(slots=True)
+class Decision:
+    """The strategy to use in one group of a sweep (``reports.judge.decision``, by its RULE):
+    verdicts.json's ``decisions``, the page's answer and the terminal's."""
+
+    k: int
+    n: int
+    case: dict[str, Any]  # the group's loop settings (verdicts.case_fields)
+    use: str | None  # None: no candidate finished cleanly
+    fastest: str | None = None  # lowest paired overhead (point estimate)
+    ties: list[str] = dataclasses.field(default_factory=list)  # not decided slower than fastest
+    slower: list[str] = dataclasses.field(default_factory=list)  # decided higher than fastest
+    left_out: list[str] = dataclasses.field(default_factory=list)  # noisy or leaking
+    by: str | None = None  # what chose among the ties: time, peak_memory, held_memory or order
+    why: str = ""  # one sentence
+    # the comparisons that could change the choice: unclear ones of the choice against the
+    # fastest (more processes could put it out of the tie set), as "a/b: ratio (CI)" lines
+    open: list[str] = dataclasses.field(default_factory=list)
+    resolution: float | None = None  # the group's (GroupNoise.resolution)
+
+    def to_json(self) -> dict[str, Any]:
+        return {key: getattr(self, key) for key in field_names(Decision)}
+
+    @classmethod
+    def from_json(cls, data: Any, what: str = "a decision") -> Decision:
+        return build(cls, data, what)
+
+
 # -- the files ------------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class ErrorControl:
@@ -358,6 +387,9 @@ class VerdictFile:
     memory_growth: list[Growth]  # every case's
     leak_rule: str
     schema_version: int = VERDICTS_SCHEMA_VERSION
+    # the answer per group (reports.judge.decision); an older file has none
+    decisions: list[Decision] = dataclasses.field(default_factory=list)
+    decision_rule: str = ""
 
     @property
     def leaks(self) -> list[Growth]:
@@ -379,6 +411,8 @@ class VerdictFile:
             "memory_growth": [g.to_json() for g in self.memory_growth],
             "leaks": [g.to_json() for g in self.leaks],
             "leak_rule": self.leak_rule,
+            "decision_rule": self.decision_rule,
+            "decisions": [d.to_json() for d in self.decisions],
         }
 
     @classmethod
@@ -392,6 +426,7 @@ class VerdictFile:
             "grad_sync": LoopComparison,
             "settings": LoopComparison,
             "memory_growth": Growth,
+            "decisions": Decision,
         }
         values: dict[str, Any] = {}
         for key, value in data.items():

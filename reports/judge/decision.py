@@ -1,0 +1,151 @@
+"""The answer as a decision: the strategy to use in every group a sweep measured (K, N and the
+loop's settings), the whole set it ties with, the rule that chose it and what is left open.
+
+The rule (RULE, written once here; docs/method.md quotes it): among the strategies not decided
+slower than the fastest, the leanest by the exact memory verdicts, then the reports' order. A
+twin of a strategy (the A/A plugin's ``native_twin``) is ``same`` on time and memory, so the
+order decides, and the original comes first: a twin never wins for speed alone.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+from reports.judge import verdicts
+from reports.judge.rows import strategy_order
+from reports.schema.records import Entry
+from reports.schema.verdict_records import Decision, Verdict, VerdictFile
+
+RULE = (
+    "Per group (K, N and the loop's settings): the candidates are the strategies that finished "
+    "without CPU pressure and do not leak; the fastest is the one with the lowest paired "
+    "overhead; the tie set is every candidate whose window verdict against the fastest is not "
+    "higher (same, unclear or lower); the choice is the tie set's leanest: lower peak memory "
+    "by its verdict, then, where peaks are same, lower held memory, then, where that is same "
+    "too, the first in the reports' order (native, then by name). Open: an unclear window "
+    "verdict of the choice against the fastest (more processes could put the choice out of "
+    "the tie set)."
+)
+MEMORY = ("peak_memory", "held_memory")
+
+
+def decisions(entries: list[Entry], result: VerdictFile) -> list[Decision]:
+    """One decision per group of ``entries`` that finished, in verdicts.json's group order."""
+    groups: dict[tuple, list[Entry]] = defaultdict(list)
+    for e in entries:
+        if e.phases:
+            groups[verdicts.group_key(e)].append(e)
+    floors = {(g.k, g.n, repr(sorted(g.case.items()))): g for g in result.noise_floor}
+    out = []
+    # K and N as numbers, then the loop's settings and ranks (repr: comparable whatever they are)
+    for _, here in sorted(groups.items(), key=lambda kv: (*kv[0][:2], repr(kv[0][2:]))):
+        first = here[0]
+        case = verdicts.case_fields(first)
+        floor = floors.get((first.k, first.n, repr(sorted(case.items()))))
+        out.append(decide(here, result, floor.resolution if floor else None))
+    return out
+
+
+def decide(here: list[Entry], result: VerdictFile, resolution: float | None) -> Decision:
+    """The decision in one group (``here``: its finished cases), by RULE."""
+    k, n, case = here[0].k, here[0].n, verdicts.case_fields(here[0])
+    leaky = {  # a growth verdict's case holds grad_sync and precision only
+        g.strategy
+        for g in result.leaks
+        if (g.k, g.n) == (k, n) and all(case.get(key) == v for key, v in g.case.items())
+    }
+    left_out = sorted(
+        (e.strategy for e in here if e.strategy in leaky or verdicts.noisy_case(e)),
+        key=strategy_order,
+    )
+    candidates = sorted(
+        (e for e in here if e.strategy not in left_out and e.overhead.ratio is not None),
+        key=lambda e: strategy_order(e.strategy),
+    )
+    out = Decision(k=k, n=n, case=case, use=None, left_out=left_out, resolution=resolution)
+    if not candidates:
+        out.why = "No strategy finished without CPU pressure or a leak here."
+        return out
+
+    def verdict(a: str, b: str, metric: str):
+        return verdicts.lookup(result, a, b, k, n, metric, case)
+
+    fastest = min(candidates, key=lambda e: e.overhead.ratio or math.inf).strategy
+    ties, slower = [], []
+    for e in candidates:
+        c = verdict(e.strategy, fastest, "window")
+        (slower if c is not None and c.verdict == Verdict.HIGHER else ties).append(e.strategy)
+    # king of the hill over the ties in the reports' order: a challenger wins on a lower peak,
+    # or a same peak and a lower held; anything else (same, unclear, no figure) keeps the order
+    use = ties[0]
+    for challenger in ties[1:]:
+        if winner_on_memory(challenger, use, verdict):
+            use = challenger
+    # what set the choice apart from the rest of the ties: the weakest of its reasons
+    reasons = {winner_on_memory(use, s, verdict) or "order" for s in ties if s != use}
+    by = next((r for r in ("order", "held_memory", "peak_memory") if r in reasons), "time")
+    out.use, out.fastest, out.ties, out.slower, out.by = use, fastest, ties, slower, by
+    lead = verdict(use, fastest, "window") if use != fastest else None
+    if lead is not None and lead.verdict == Verdict.UNCLEAR:
+        out.open.append(f"{use}/{fastest} window: {verdicts.ratio_text(lead)}")
+    out.why = why(out, here, verdict, lead)
+    return out
+
+
+def winner_on_memory(challenger: str, incumbent: str, verdict) -> str | None:
+    """``peak_memory`` or ``held_memory`` where the challenger is leaner by RULE, else None."""
+    for metric in MEMORY:
+        c = verdict(challenger, incumbent, metric)
+        if c is None or c.verdict == Verdict.HIGHER:
+            return None
+        if c.verdict == Verdict.LOWER:
+            return metric
+        if c.verdict != Verdict.SAME:
+            return None
+    return None
+
+
+def why(out: Decision, here: list[Entry], verdict, lead) -> str:
+    """One sentence: how RULE chose ``out.use``."""
+    by_name = {e.strategy: e for e in here}
+    use, fastest = out.use, out.fastest
+    ratio = by_name[use].overhead.ratio
+    others = [s for s in out.ties if s != use]
+    if use == fastest:
+        text = f"`{use}` is the fastest ({ratio:.3f}× the plain loop)"
+    else:
+        text = f"`{use}` is not decided slower than the fastest, `{fastest}`"
+        text += f" ({lead.verdict}: {verdicts.ratio_text(lead)})" if lead else ""
+    if out.by == "time":
+        text += "; every other candidate is decided slower" if out.slower else ""
+    elif out.by in MEMORY:
+        key = "peak_bytes" if out.by == "peak_memory" else "held_bytes"
+        mine = verdicts.memory_figure(by_name[use], key)
+        rest = [verdicts.memory_figure(by_name[s], key) for s in others]
+        rest = [v for v in rest if v is not None]
+        text += f"; of the {len(out.ties)} tied on time it needs the least {key[:4]} memory"
+        if mine is not None and rest:
+            text += f" ({mib(mine)} MiB; the others {mib(min(rest))}"
+            text += f"-{mib(max(rest))} MiB)" if max(rest) != min(rest) else " MiB)"
+    else:
+        tied = ", ".join(f"`{s}`" for s in others)
+        text += f"; it ties with {tied} on time and memory, and comes first in the order"
+    return text + "."
+
+
+def mib(n: float) -> str:
+    return f"{n / 2**20:,.2f}"
+
+
+def agree(found: list[Decision]) -> str | None:
+    """The one strategy every group chose, or None where they differ (or none chose)."""
+    uses = {d.use for d in found}
+    return uses.pop() if len(uses) == 1 and None not in uses else None
+
+
+def varying(found: list[Decision]) -> list[str]:
+    """The loop settings whose values differ between the groups (the decision table's columns
+    besides K and N)."""
+    names = [name for d in found[:1] for name in d.case]
+    return [name for name in names if len({repr(d.case.get(name)) for d in found}) > 1]
