@@ -207,9 +207,13 @@ def gate(session: nox.Session) -> None:
 
 
 # `nox -s asv -- --smoke`: asv's selection (a regex on `name(param, ...)`) of every benchmark at
-# every strategy and the smallest of its other parameters (the suites list them first: 1, 0,
-# 'fp32'); tests/test_asv.py holds this against the suites' params
-ASV_SMOKE_BENCH = (r"^[\w.]+$", r"\('\w+'(, [01])?(, 'fp32')?\)$")
+# its smallest parameters: the first value of each (the suites list them so: 'global' or 'flat',
+# 1, 0, 'fp32'); tests/test_asv.py holds this against the suites' params
+ASV_SMOKE_BENCH = (
+    r"^[\w.]+$",
+    r"\('global'(, [01])?(, 'fp32')?\)$",
+    r"ResetVsMemset\.\w+\('flat'\)$",
+)
 
 
 @nox.session(python=PYTHON, reuse_venv=True, default=False)
