@@ -209,3 +209,74 @@ def test_calibration_gives_positive_coefficients():
         "per_hook_call_s",
     }
     assert all(v >= 0 for v in c.values()) and c["per_launch_s"] > 0
+
+
+def _mta_launches(numels, max_tensors, max_blocks):
+    """multi_tensor_apply's loop (MultiTensorApply.cuh), chunk by chunk, counting its launches."""
+    launches = tensors = blocks = 0
+    for numel in numels:
+        if numel == 0:
+            continue
+        tensors += 1
+        chunks = -(-numel // costmodel.CHUNK_ELEMENTS)
+        for chunk in range(chunks):
+            blocks += 1
+            last = chunk == chunks - 1
+            if (tensors == max_tensors and last) or blocks == max_blocks:
+                launches, blocks, tensors = launches + 1, 0, 0 if last else 1
+    return launches + (blocks != 0)
+
+
+def test_foreach_launches_hold_at_most_110_tensors_and_320_chunks():
+    launches, chunk = costmodel.foreach_launches, costmodel.CHUNK_ELEMENTS
+    assert launches([]) == 0 and launches([0, 0]) == 0  # empty tensors are skipped
+    assert launches([1] * 110) == 1 and launches([1] * 111) == 2 and launches([1] * 221) == 3
+    assert launches([1] * 110 + [0]) == 1 and launches([0] + [1] * 110) == 1
+    assert launches([320 * chunk]) == 1 and launches([320 * chunk + 1]) == 2
+    assert launches([1000 * chunk]) == 4  # 320 + 320 + 320 + 40 blocks
+    # the first fills a launch's blocks exactly and is done; the second starts the next
+    assert launches([319 * chunk, 1]) == 1 and launches([320 * chunk, 1]) == 2
+    # the second is cut: one chunk in the first launch, one in the second
+    assert launches([319 * chunk, 2 * chunk]) == 2
+    # 106 tensors of 3 chunks fill 318 blocks; the 107th fills the rest and goes on, then 3 more
+    assert launches([3 * chunk] * 110) == 2
+    # 32 KB kernel arguments (torch built with CUDA 13): 770 tensors, 2240 blocks
+    assert launches([1] * 771, 770, 2240) == 2 and launches([1] * 770, 770, 2240) == 1
+    assert launches([2240 * chunk] * 2, 770, 2240) == 2
+    assert launches([2240 * chunk + 1], 770, 2240) == 2
+
+
+def test_foreach_launches_are_multi_tensor_apply_loops():
+    import random
+
+    rng = random.Random(0)
+    chunk = costmodel.CHUNK_ELEMENTS
+    for _ in range(2000):
+        numels = [rng.choice([0, 1, chunk, chunk + 1, rng.randrange(1, 9 * chunk)])
+                  for _ in range(rng.randrange(0, 12))]  # fmt: skip
+        limits = rng.randrange(1, 5), rng.randrange(1, 7)
+        assert costmodel.foreach_launches(numels, *limits) == _mta_launches(numels, *limits)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_foreach_zero_launches_are_the_kernels_cuda_runs():
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    chunk = costmodel.CHUNK_ELEMENTS
+    sizes = [1] * 800 + [2241 * chunk + 5, 7, 321 * chunk, 0, 3]
+    grads = [torch.ones(n, device="cuda", dtype=torch.bfloat16) for n in sizes]
+    ops = costmodel._Ops()
+    with ops:
+        torch._foreach_zero_(grads)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        torch._foreach_zero_(grads)
+        torch.cuda.synchronize()
+    kernels = [
+        e
+        for e in prof.events()
+        if e.device_type == DeviceType.CUDA and "multi_tensor_apply_kernel" in e.name
+    ]
+    assert ops.launches == len(kernels) > 1
+    assert all(g.count_nonzero() == 0 for g in grads)

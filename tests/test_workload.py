@@ -8,6 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from benches.engine import training
 from benches.workloads.transformer import (
     PAD,
     PRESETS,
@@ -128,6 +129,55 @@ def test_flops_and_mfu():
     assert w.mfu(0.5, flops) == pytest.approx(2.0)
     with pytest.raises(ValueError, match="window_seconds"):
         w.mfu(0.0, 1e12)
+
+
+# the names as torch.cuda.get_device_name gives them; TFLOPS dense (the data sheets' with sparsity
+# halved where they give only that)
+@pytest.mark.parametrize(
+    ("name", "tflops"),
+    [
+        ("NVIDIA H100 80GB HBM3", 989.5),  # the SXM5
+        ("NVIDIA H100 PCIe", 756.5),
+        ("NVIDIA H100 NVL", 835.5),
+        ("NVIDIA H200", 989.5),
+        ("NVIDIA H200 NVL", 835.5),
+        ("NVIDIA GH200 480GB", 989.5),
+        ("NVIDIA B200", 2250),
+        ("NVIDIA A100-SXM4-40GB", 312),
+        ("NVIDIA A100-SXM4-80GB", 312),
+        ("NVIDIA A100-PCIE-40GB", 312),
+        ("NVIDIA A100 80GB PCIe", 312),
+        ("NVIDIA L40S", 362.05),
+        ("NVIDIA L40", 181.05),
+        ("NVIDIA L4", 121),
+        ("NVIDIA A10", 125),
+    ],
+)
+def test_the_bf16_peak_is_the_named_gpus_own(name, tflops):
+    assert training.bf16_peak(name) == tflops * 1e12
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "NVIDIA A10G",  # no NVIDIA data sheet
+        "Tesla V100-SXM2-16GB",  # no bf16 tensor cores
+        "Tesla T4",
+        "NVIDIA T400",
+        "NVIDIA RTX A1000",  # not an A100
+        "NVIDIA H800",
+        "NVIDIA H100 80GB HBM3 MIG 1g.10gb",  # a slice of the SMs
+        "AMD Instinct MI300X",
+        "NVIDIA GeForce RTX 4090",
+    ],
+)
+def test_a_gpu_without_a_peak_of_its_own_has_no_mfu(name):
+    assert training.bf16_peak(name) is None
+
+
+def test_no_peak_on_cpu_or_for_fp32():
+    assert training.peak_flops(torch.device("cpu"), "bf16-autocast") is None
+    assert training.peak_flops(torch.device("cuda", 0), "fp32") is None  # the name is not read
 
 
 # --- determinism ---

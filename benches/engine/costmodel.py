@@ -13,10 +13,11 @@ call); the cost per window of the loop and clock around the reset is measured in
 plain loop's reset phase in the same timed pairs (no strategy work). The counts come from one
 instrumented window of the case's own strategy, off the clock (``count``): kernel launches of
 the aten ops dispatched during reset and finish and the bytes they wrote (a TorchDispatchMode;
-a ``_foreach_`` op is one launch per tensor on CPU, per 110 tensors on CUDA), ``.grad`` reads
-and writes and gradients set to None (a TorchFunctionMode), the objects of a
-``gc.get_objects()`` call, and the calls of pre-hooks registered through ``strategies._hooks``
-during backward (each node's hooks times the times it fired).
+a ``_foreach_`` op is one launch per tensor on CPU, and on CUDA as many as
+``multi_tensor_apply`` chunks its tensors into: ``foreach_launches``), ``.grad`` reads and
+writes and gradients set to None (a TorchFunctionMode), the objects of a ``gc.get_objects()``
+call, and the calls of pre-hooks registered through ``strategies._hooks`` during backward (each
+node's hooks times the times it fired).
 
 Measured: the reset phase, and the paired cost per window (strategy window minus the plain-loop
 window beside it). A strategy whose measured cost is more than ``FACTOR`` off its prediction is
@@ -42,7 +43,13 @@ LAUNCHES = 2000
 VISITS = 2000
 DROPS, DROP_BYTES = 64, 64 * 2**10  # gradients dropped to None (set_to_none): each freed
 HOOK_LEAVES = 64
-FOREACH_TENSORS_PER_LAUNCH = 110  # CUDA multi_tensor_apply, one tensor list (depth 1)
+#: CUDA ``multi_tensor_apply`` (aten/src/ATen/native/cuda/MultiTensorApply.cuh): a launch holds
+#: at most this many tensors and blocks, a block one chunk of a tensor. The limits by the number
+#: of tensor lists (depth 1-5) fit the kernel's 4 KB argument; torch built with CUDA 13 or later
+#: (not ROCm) uses the 32 KB argument's larger ones (as torch 2.13's header has it).
+CHUNK_ELEMENTS = 65536  # kChunkSize
+MAX_TENSORS = {"4KB": (110, 64, 48, 36, 30), "32KB": (770, 448, 336, 252, 210)}
+MAX_BLOCKS = {"4KB": 320, "32KB": 2240}
 
 
 # -- calibration ------------------------------------------------------------------------------
@@ -139,15 +146,48 @@ def _per_hook_call(device: torch.device, timer: _Timer) -> float:
 
 
 # -- counting ---------------------------------------------------------------------------------
+def foreach_launches(numels: list[int], max_tensors: int = 110, max_blocks: int = 320) -> int:
+    """Kernel launches of one ``multi_tensor_apply`` over tensors of these sizes, as it chunks
+    them: a launch when its blocks are full (a tensor cut there goes on into the next launch) or
+    when ``max_tensors`` tensors have all their chunks in it; empty tensors are skipped."""
+    launches = tensors = blocks = 0
+    for numel in numels:
+        if numel == 0:
+            continue
+        tensors += 1
+        full, blocks = divmod(blocks + -(-numel // CHUNK_ELEMENTS), max_blocks)
+        launches += full
+        if full:  # launched with its blocks full: the tensor goes on in the next one, if unfinished
+            tensors = 1 if blocks else 0
+        if tensors == max_tensors:  # full of whole tensors
+            launches, tensors, blocks = launches + 1, 0, 0
+    return launches + (blocks > 0)
+
+
+def _argument_size() -> str:
+    """Which of multi_tensor_apply's limits this build of torch uses."""
+    cuda = torch.version.cuda
+    large = cuda is not None and int(cuda.split(".")[0]) >= 13 and torch.version.hip is None
+    return "32KB" if large else "4KB"
+
+
 def _launches(func, args) -> int:
-    """Kernel launches of one aten op: one, but a ``_foreach_`` op over n tensors is n on CPU
-    (a loop of per-tensor kernels) and ceil(n / 110) on CUDA (multi_tensor_apply's chunks)."""
+    """Kernel launches of one aten op: one, but a ``_foreach_`` op over n tensors is n on CPU (a
+    loop of per-tensor kernels) and on CUDA as multi_tensor_apply chunks its tensor lists (its
+    list arguments, and its outputs when not in place: the depth). Not modelled, as no reset
+    or finish runs them: ``_foreach_norm``'s second kernel, scalar lists' 96 tensors at depth 1."""
     if not func.__name__.startswith("_foreach_") or not args or not isinstance(args[0], list):
         return 1
-    tensors = args[0]
-    if tensors and tensors[0].device.type == "cuda":
-        return -(-len(tensors) // FOREACH_TENSORS_PER_LAUNCH)
-    return len(tensors)
+    tensors = [local(t) for t in args[0]]  # a DTensor shard: this rank's elements
+    if not tensors or tensors[0].device.type != "cuda":
+        return len(tensors)
+    if len({t.dtype for t in tensors}) > 1:  # torch's slow path: a kernel per tensor
+        return len(tensors)
+    schema = func._schema
+    depth = sum(str(a.type) == "List[Tensor]" for a in [*schema.arguments, *schema.returns])
+    size = _argument_size()
+    numels = [t.numel() for t in tensors]
+    return foreach_launches(numels, MAX_TENSORS[size][min(depth, 5) - 1], MAX_BLOCKS[size])
 
 
 class _Ops(TorchDispatchMode):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import re
 import time
 from typing import Any
 
@@ -23,14 +24,24 @@ COMPARABLE = ("precision", "compile", "optimizer", "clip_norm")
 LR = 1e-4
 #: the unit roundoff of a gradient's dtype (half the distance from 1 to the next number)
 UNIT_ROUNDOFF = {torch.float32: 2.0**-24, torch.bfloat16: 2.0**-8, torch.float64: 2.0**-53}
-#: bf16 dense peak FLOP/s by GPU name (the vendors' data sheets), for MFU
+#: bf16 dense peak FLOP/s (tensor cores, fp32 accumulate, no sparsity) for MFU, from NVIDIA's
+#: data sheets, by the words of the name ``torch.cuda.get_device_name`` gives ("NVIDIA H100 80GB
+#: HBM3": split at spaces and hyphens, case ignored). Most sheets give the figure with 2:4
+#: sparsity (marked *): dense is half. Not here, so no MFU: V100 and T4 (no bf16 tensor cores),
+#: A10G (no NVIDIA data sheet), and any GPU not named below.
 PEAK_BF16_FLOPS = {
-    "H200": 989.4e12,
-    "H100": 989.4e12,
-    "A100": 312e12,
-    "L40S": 362e12,
-    "L4": 121e12,
-    "A10": 125e12,
+    ("H100", "80GB", "HBM3"): 1979e12 / 2,  # H100 SXM5, H100 data sheet: 1,979* TFLOPS
+    ("H100", "PCIe"): 1513e12 / 2,  # H100 PCIe, H100 data sheet (2022): 1,513*
+    ("H100", "NVL"): 1671e12 / 2,  # H100 NVL, H100 data sheet: 1,671*
+    ("H200",): 1979e12 / 2,  # H200 SXM ("NVIDIA H200"), H200 data sheet: 1,979*
+    ("H200", "NVL"): 1671e12 / 2,  # H200 NVL, H200 data sheet: 1,671*
+    ("GH200",): 1979e12 / 2,  # GH200 Grace Hopper's GPU, GH200 data sheet: 1,979*
+    ("B200",): 36e15 / 8 / 2,  # HGX B200 data sheet: 36* PFLOPS for its 8 GPUs
+    ("A100",): 312e12,  # A100 SXM4 and PCIe, 40 and 80 GB alike, A100 data sheet: 312 (624*)
+    ("L40S",): 362.05e12,  # L40S data sheet: 362.05 (733*)
+    ("L40",): 181.05e12,  # L40 data sheet: 181.05 (362.1*)
+    ("L4",): 242e12 / 2,  # L4 data sheet: 242*
+    ("A10",): 125e12,  # A10 data sheet: 125 (250*)
 }
 
 
@@ -177,8 +188,15 @@ def peak_flops(device: torch.device, precision: str) -> float | None:
     """The GPU's bf16 dense peak (None on CPU, for fp32, or for a GPU not in the table)."""
     if device.type != "cuda" or precision == "fp32":
         return None
-    name = torch.cuda.get_device_name(device)
-    for key, flops in PEAK_BF16_FLOPS.items():
-        if key in name:
-            return flops
-    return None
+    return bf16_peak(torch.cuda.get_device_name(device))
+
+
+def bf16_peak(name: str) -> float | None:
+    """``PEAK_BF16_FLOPS`` for a GPU's name: the entry with the most words, all of them in the
+    name (so "NVIDIA H100 PCIe" is not the SXM, nor "NVIDIA L40" the L4, nor "NVIDIA RTX A1000"
+    an A100); None where none fits, or for a MIG slice (a fraction of the GPU's SMs)."""
+    words = set(re.split(r"[\s-]+", name.casefold()))
+    if "mig" in words:
+        return None
+    fits = [key for key in PEAK_BF16_FLOPS if {w.casefold() for w in key} <= words]
+    return PEAK_BF16_FLOPS[max(fits, key=len)] if fits else None

@@ -4,9 +4,10 @@
 
 Runs ``native``'s loop (the case's loop: reset, K forward+backward, clip/step) for a few
 windows and prints the median window, tokens per second and MFU (6 N tokens per window over the
-GPU's bf16 dense peak). Attention runs through ``scaled_dot_product_attention`` (torch's
-``nn.MultiheadAttention`` calls it); with ``--fused-only`` the math fallback is switched off, so
-a window that would not use a fused kernel fails instead of running slowly.
+GPU's bf16 dense peak, ``training.PEAK_BF16_FLOPS``; null on CPU and for a GPU not in it).
+Attention runs through ``scaled_dot_product_attention`` (torch's ``nn.MultiheadAttention`` calls
+it); with ``--fused-only`` the math fallback is switched off, so a window that would not use a
+fused kernel fails instead of running slowly.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ def measure(args: argparse.Namespace) -> dict:
             loop.window(batches, tokens)
         windows = [loop.window(batches, tokens)["window"] for _ in range(args.windows)]
     median = statistics.median(windows)
-    peak = training.peak_flops(device, "bf16-autocast") or float("nan")
+    peak = training.peak_flops(device, "bf16-autocast")  # None: a GPU the table lacks
     flops = workload.flops_per_window()
     return {
         "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
@@ -78,7 +79,8 @@ def measure(args: argparse.Namespace) -> dict:
         "tokens_per_window": workload.tokens_per_window(),
         "window_ms": median * 1e3,
         "tokens_per_s": workload.tokens_per_window() / median,
-        "mfu": flops / median / peak,
+        "peak_flops": peak,
+        "mfu": flops / median / peak if peak else None,  # not reported without a peak
         "fused_only": args.fused_only,
     }
 
