@@ -77,6 +77,7 @@ def error_table(entries: list[Entry], flavour: str) -> list[ErrorLine]:
                 check_by=sorted({accepted(c)[2] for c in checks}),
                 check_ok=all(c.ok for c in checks) if checks else None,
                 windows=min((c.windows or 1 for c in checks), default=None),
+                total_reference=sorted({c.total_reference for c in checks if c.total_reference}),
             )
         )
     return out

@@ -193,6 +193,10 @@ class GradCheck:
     same_order_tolerance: float | None = None
     window: int | None = None  # which window was the worst, from 1
     windows: int | None = None  # how many were checked
+    # the reference of the row's total_error: "float64 model", or "fp32 model (no float64
+    # kernel: aten._grouped_mm)" where an operator has none (gradients.model_reference); None
+    # in rows written before it was recorded
+    total_reference: str | None = None
 
 
 @dataclass(slots=True)
@@ -312,7 +316,8 @@ class LoopRatio:
 class Placement:
     """The row's ``placement``: where its process ran (``benches.engine.envinfo.placement``). A
     local sweep writes it too (its host, no node id); a row without it (older runs) ran on the
-    sweep's one machine. The machine a verdict counts is the GPU (``device_uuid``) on CUDA,
+    sweep's one machine. The machine a verdict counts is what the process held: its GPU
+    (``device_uuid``) on CUDA, or with ranks the set of its ranks' GPUs (``rank_devices``),
     else the node (``node_id``), else the host (``reports.judge.machines.machine_of``)."""
 
     host: str | None = None  # the host's name (socket.gethostname)
@@ -321,6 +326,9 @@ class Placement:
     visible_devices: str | None = None  # CUDA_VISIBLE_DEVICES as the process saw it
     device_name: str | None = None  # the GPU's name, or the CPU model
     device_uuid: str | None = None  # the GPU's UUID (torch's device properties); null on CPU
+    # with ranks on CUDA, every local rank's GPU UUID, rank 0 first (null where one has none):
+    # the GPUs the process holds, its machine; null on CPU and with one rank
+    rank_devices: list[str | None] | None = None
     cores: list[int] | None = None  # the CPUs the process could run on (rank 0's)
     # the wall-clock stamps (Unix seconds) of its timed pairs' start and end: the report counts
     # from them the other sweep processes that shared its node meanwhile
