@@ -36,6 +36,11 @@ SWEEP = [
     *("--preset", "tiny", "--accumulate", "1", "--live-tensors", "0", "--warmup", "1"),
     *("--threads", "1", "--budget", "0", "--timeout", "120"),
 ]
+# the threads, the preset and the pinning left to the nodes to decide
+NODES_DECIDE = [
+    *("--accumulate", "1", "--live-tensors", "0", "--warmup", "1"),
+    *("--budget", "0", "--timeout", "120"),
+]
 
 
 # -- outside: the namespace -----------------------------------------------------------------------
@@ -109,17 +114,34 @@ def stop(cluster) -> None:
     cluster.shutdown()
 
 
-def sweep(out: Path, address: str, *args: str, wait: bool = True) -> subprocess.Popen:
-    """``python -m benches run --cluster ADDRESS`` into ``out``: finished, or running."""
+# a driver as a login node is: 64 cores (what ``os.cpu_count`` says), no GPU (none here), and a
+# torch wheel labelled otherwise than the workers' (``+cpu`` where theirs is not, else ``+cu128``)
+LOGIN_NODE = (
+    "import os, runpy, sys; os.cpu_count = lambda: 64; "
+    "from benches.sweep.cluster import task; v = task.torch_version(); "
+    "task.torch_version = lambda: task.public(v) + ('+cu128' if v.endswith('+cpu') else '+cpu'); "
+    "sys.argv[0] = 'benches'; runpy.run_module('benches', run_name='__main__', alter_sys=True)"
+)
+
+
+def sweep(
+    out: Path,
+    address: str,
+    *args: str,
+    wait: bool = True,
+    driver: str | None = None,
+    base: list[str] = SWEEP,
+) -> subprocess.Popen:
+    """``python -m benches run --cluster ADDRESS BASE ARGS`` into ``out``: finished, or
+    running. ``driver``: Python code run in its place (``python -c DRIVER run ...``)."""
     proc = subprocess.Popen(
         [
             sys.executable,
-            "-m",
-            "benches",
+            *(["-c", driver] if driver else ["-m", "benches"]),
             "run",
             "--cluster",
             address,
-            *SWEEP,
+            *base,
             *args,
             "--out",
             str(out),
@@ -449,6 +471,35 @@ def fake_gpus(out: Path) -> dict[str, Any]:
         stop(cluster)
 
 
+def gpu_nodes(out: Path) -> dict[str, Any]:
+    """Two nodes of 16 CPUs and 8 fake GPUs each, driven from a login node (``LOGIN_NODE``: 64
+    cores, no GPU, another torch label): per world size (1, 4) and device (cuda, auto), a sweep
+    whose plan (run.json's cluster: slots per node) and processes (each its own GPUs,
+    ``CUDA_VISIBLE_DEVICES``) it reports; the cases fail (no CUDA here) but say where they ran."""
+    cluster, workers = start(out, nodes=2, num_cpus=16, num_gpus=8)
+    seen: dict[str, Any] = {"nodes": [w.node_id for w in workers]}
+    try:
+        for ranks in ("1", "4"):  # 4 processes: 2 at once on each node
+            for device in ("cuda", "auto"):
+                run = out / f"w{ranks}-{device}"
+                proc = sweep(
+                    run, cluster.address, "--device", device, "--world-size", ranks,
+                    "--strategies", "native,lazy,global,block", "--control", "none",
+                    "--repeat", "2",
+                    driver=LOGIN_NODE, base=NODES_DECIDE,
+                )  # fmt: skip
+                made = json.loads((run / "run.json").read_text()) if proc.returncode != 2 else {}
+                seen[f"{ranks}-{device}"] = {
+                    **summary(run, proc),
+                    "cluster": made.get("cluster"),
+                    "sweep": made.get("sweep"),
+                    "case_settings": made.get("case_settings"),
+                }
+        return seen
+    finally:
+        stop(cluster)
+
+
 def figures(out: Path) -> dict[str, Any]:
     """Dispatch per process and a sweep's wall time: a 2-node cluster against the fork
     server, one sweep of each on this machine (printed, and in ``OUT/scenario.json``); and
@@ -513,6 +564,7 @@ SCENARIOS = {
         ray_start,
         no_shared_files,
         fake_gpus,
+        gpu_nodes,
         figures,
     )
 }

@@ -148,3 +148,43 @@ def test_two_processes_at_once_on_a_node_get_a_gpu_each(tmp_path):
     rows = seen["rows"]
     assert len(rows) == 2
     assert sorted(r["placement"]["visible_devices"] for r in rows) == ["0", "1"]
+
+
+def test_gpu_nodes_driven_from_a_login_node_run_a_process_per_gpu_set(tmp_path):
+    """Nodes of 16 CPUs and 8 GPUs, a driver of 64 cores without a GPU and with another torch
+    label: 8 processes at once per node at world size 1, 2 at world size 4, with --device cuda
+    and with auto, each on GPUs of its own; no row fails on torch's version."""
+    seen = in_namespace("gpu_nodes", tmp_path, timeout=900)
+    nodes = set(seen["nodes"])
+    for ranks, at_once in (("1", 8), ("4", 2)):
+        threads = 16 // at_once  # a node's CPUs over its processes at once, not the driver's 64
+        for device in ("cuda", "auto"):
+            run = seen[f"{ranks}-{device}"]
+            assert run["sweep"], run["output"][-3000:]
+            assert run["sweep"]["device"] == "cuda" and run["sweep"]["preset"] == "base"
+            assert run["sweep"]["threads"] == threads
+            assert run["case_settings"]["threads"] == threads // int(ranks)
+            planned = {n["node_id"]: n["slots"] for n in run["cluster"]["nodes"]}
+            assert {planned[n] for n in nodes} == {at_once}, planned
+            assert run["cluster"]["capacity"] == 2 * at_once
+            assert f"{2 * at_once} processes at once ({threads} CPUs, {ranks} GPUs each)" in (
+                " ".join(run["output"].split())
+            )
+            driver = run["cluster"]["driver_torch"]
+            rows = run["rows"]
+            assert rows and not [r["error"] for r in rows if "another torch" in r["error"]]
+            assert {r["env"]["torch"] for r in rows} != {driver}  # other labels, no failure
+            assert {r["placement"]["node_id"] for r in rows} == nodes
+            held = [set(r["placement"]["visible_devices"].split(",")) for r in rows]
+            assert all(len(gpus) == int(ranks) for gpus in held), held
+            # processes at once on a node hold GPUs of their own
+            together = 0
+            for i, a in enumerate(rows):
+                for j in range(i + 1, len(rows)):
+                    pa, pb = a["placement"], rows[j]["placement"]
+                    if pa["node_id"] == pb["node_id"] and (
+                        pa["started"] < pb["ended"] and pb["started"] < pa["ended"]
+                    ):
+                        together += 1
+                        assert held[i].isdisjoint(held[j]), (held[i], held[j])
+            assert together, "no two processes ran at once on a node"

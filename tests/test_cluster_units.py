@@ -6,6 +6,7 @@ driver spreads processes over nodes. The tests with a real Ray cluster: tests/te
 from __future__ import annotations
 
 import importlib.util
+import os
 import socket
 from collections import Counter
 from pathlib import Path
@@ -95,7 +96,7 @@ def test_slots_default_to_one_per_node_on_cpu_and_one_per_gpu_on_cuda():
     [
         ({"device": "cuda"}, r"asks 1 CPUs \(1 threads\) and 1 GPUs; the nodes offer: h: 4 "
          r"CPUs, 0 GPUs.*--device cpu"),
-        ({"threads": 8}, r"asks 8 CPUs \(8 threads\) and 0 GPUs.*lower --threads"),
+        ({"threads": 8}, r"asks 8 CPUs \(8 threads\) and 0 GPUs.*valid: --threads 4 or fewer"),
     ],
 )  # fmt: skip
 def test_a_request_no_node_can_satisfy_is_refused(given, says):
@@ -108,7 +109,11 @@ def test_pinning_more_processes_than_a_hosts_cores_is_refused():
     s = sweep_of(pin=True, per_node=2)
     nodes = [node("a", 1), node("b", 1)]  # two nodes of one CPU on one host: 2 cores
     check_pinning(nodes, {"a": 1, "b": 1}, s)
-    with pytest.raises(UsageError, match=r"--pin: 4 processes at once on h .* valid: --no-pin"):
+    with pytest.raises(
+        UsageError,
+        match=r"--pin: 4 processes at once on h x 1 cores each "
+        r"\(1 threads\) need 4 cores, its nodes offer 2; valid: --no-pin",
+    ):
         check_pinning(nodes, {"a": 2, "b": 2}, s)
 
 
@@ -124,6 +129,7 @@ class Dispatcher(RayPlace):
         self.ask = demand(sweep)
         self.slots = slots(nodes, sweep, self.ask)
         self.expected = {}
+        self.torch = {"driver": "2.13.0+cpu"}
         self.rng = random.Random(sweep.seed)
         self.ran = Counter()
         self.sent: list[dict] = []
@@ -200,6 +206,36 @@ def test_a_worker_running_other_code_or_torch_is_named():
     assert task.differs(mine, mine) is None
     assert "another code" in task.differs({**mine, "code": "0" * 16}, mine)
     assert "another torch" in task.differs({**mine, "torch": "0.0"}, mine)
+    # the local label is the wheel's build, not the release: the same torch
+    for other, worker in (("2.13.0+cpu", "2.13.0"), ("2.13.0+cpu", "2.13.0+cu128")):
+        assert task.differs({"torch": other}, {"torch": worker}) is None
+    assert task.differs({"torch": "2.13.0+cu128"}, {"torch": "2.12.0+cu128"}).endswith(
+        "another torch than the sweep's other workers: 2.12.0+cu128 here, 2.13.0+cu128 there"
+    )
+    assert task.public("2.13.0+cu128") == "2.13.0"
+    # what the sweep sends: the code only (the driver's torch is recorded, never required)
+    assert task.differs({"code": mine["code"]}, {**mine, "torch": "9.9.9"}) is None
+
+
+def test_torch_is_compared_between_workers_not_against_a_cpu_wheel_on_the_driver():
+    d = Dispatcher([node("a"), node("b"), node("c")], sweep_of(per_node=1))
+    assert d.torch["driver"] == "2.13.0+cpu"
+    for name in ("native", "lazy", "global"):
+        d.submit(spec(name))
+    ok = {"rows": [{"status": "ok"}]}
+    first, second, third = (m["key"] for m in d.sent)
+    assert d.finish(first, {"op": "done", "result": {**ok, "torch": "2.13.0+cu128"}}) == ok["rows"]
+    assert d.finish(second, {"op": "done", "result": {**ok, "torch": "2.13.0"}}) == ok["rows"]
+    (row,) = d.finish(third, {"op": "done", "result": {**ok, "torch": "2.12.1+cu126"}})
+    assert row["status"] == "failed"
+    assert row["error"] == (
+        "worker h runs another torch than the sweep's other workers: 2.12.1+cu126 here, "
+        "2.13.0+cu128 there (the driver has 2.13.0+cpu)"
+    )
+    # a process submitted once a worker has answered checks it where it starts
+    assert [m["expected"] for m in d.sent] == [{}, {}, {}]
+    d.submit(spec("block"))
+    assert d.sent[-1]["expected"] == {"torch": "2.13.0+cu128"}
 
 
 def test_the_controls_wait_for_the_machine_where_they_ran_least():
@@ -217,3 +253,118 @@ def test_the_controls_wait_for_the_machine_where_they_ran_least():
     d.finish("busy", {"op": "done", "result": {"rows": []}})
     d._dispatch()
     assert d.sent[-1]["node"] == "c"
+
+
+# -- resources from the nodes, not the driver (issue 37, items 1-3 and 5) -------------------------
+GPU_NODES = [node("head", 0, host="login"), node("a", 64, 8, "a"), node("b", 64, 8, "b")]
+
+
+def on_nodes(tmp_path, nodes: list[dict], *argv: str) -> arguments.Sweep:
+    """The sweep ``python -m benches run --cluster h:1 ARGV`` resolves once joined to a
+    cluster of ``nodes`` (the address is probed before the join; not here)."""
+    args = cli.build_parser().parse_args(
+        ["run", "--cluster", "h:1", "--strategies", "native", "--out", str(tmp_path / "o"), *argv]
+    )
+    return arguments.resolve(args, nodes)
+
+
+@pytest.fixture(params=[64, 128])
+def driver(request, monkeypatch):
+    """A driver of 64 or 128 cores and no GPU (a login node): none of it may matter."""
+    import torch
+
+    from benches.engine import process
+
+    cores = request.param
+    monkeypatch.setattr(os, "cpu_count", lambda: cores)
+    monkeypatch.setattr(process, "allowed_cores", lambda: list(range(cores)))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    return cores
+
+
+@pytest.mark.parametrize("device", ["cuda", "auto"])
+def test_nodes_of_64_cpus_and_8_gpus_run_a_process_per_gpu_whatever_the_driver(
+    tmp_path, driver, device
+):
+    one = on_nodes(tmp_path, GPU_NODES, "--device", device)
+    assert (one.device, one.preset, one.threads) == ("cuda", "base", 8)  # 64 CPUs over 8 GPUs
+    assert demand(one) == {"num_cpus": 8, "num_gpus": 1}
+    assert slots(GPU_NODES, one, demand(one)) == {"head": 0, "a": 8, "b": 8}
+    four = on_nodes(tmp_path, GPU_NODES, "--device", device, "--world-size", "4")
+    assert (four.threads, arguments.case_settings(four)["threads"]) == (32, 8)  # 8 a rank
+    assert demand(four) == {"num_cpus": 32, "num_gpus": 4}
+    assert slots(GPU_NODES, four, demand(four)) == {"head": 0, "a": 2, "b": 2}
+    # the fake cluster of the Ray test: 16 CPUs and 8 GPUs a node
+    small = [node("a", 16, 8, "a"), node("b", 16, 8, "b")]
+    for ranks, threads, at_once in (("1", 2, 8), ("4", 8, 2)):
+        s = on_nodes(tmp_path, small, "--device", device, "--world-size", ranks)
+        assert s.threads == threads and set(slots(small, s, demand(s)).values()) == {at_once}
+        assert not s.pin  # 2 threads a rank: unpinned, as on one machine
+
+
+def test_a_cases_identity_is_the_same_from_any_driver(tmp_path, monkeypatch):
+    """The same command typed on a 64-core and a 128-core login node: the same cases."""
+    import torch
+
+    from benches.engine import process
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    seen = []
+    for cores in (64, 128, 2):
+        monkeypatch.setattr(os, "cpu_count", lambda cores=cores: cores)
+        monkeypatch.setattr(process, "allowed_cores", lambda cores=cores: list(range(cores)))
+        for argv in ([], ["--device", "cpu"], ["--world-size", "2"]):
+            s = on_nodes(tmp_path, GPU_NODES, *argv)
+            seen.append((tuple(argv), tuple(sorted(arguments.case_settings(s).items()))))
+    assert len(set(seen)) == 3  # one identity per command, whatever the driver
+
+
+def test_threads_is_a_processs_total_and_a_process_asks_what_it_uses(tmp_path, driver):
+    s = on_nodes(tmp_path, GPU_NODES, "--device", "cuda", "--threads", "16", "--world-size", "4")
+    assert arguments.case_settings(s)["threads"] == 4  # each of 4 ranks
+    assert demand(s) == {"num_cpus": 16, "num_gpus": 4}  # not 16 x 4
+    assert slots(GPU_NODES, s, demand(s)) == {"head": 0, "a": 2, "b": 2}  # every GPU busy
+    check_pinning(GPU_NODES, {"a": 2, "b": 2}, sweep_of(pin=True, threads=16, world_size=4,
+                                                        parallel="ddp"))  # fmt: skip
+    # fewer threads than ranks: a thread each, and that is what it asks
+    cpu = on_nodes(tmp_path, [node("a", 8)], "--threads", "3", "--world-size", "2")
+    assert (arguments.case_settings(cpu)["threads"], demand(cpu)["num_cpus"]) == (1, 2)
+    # the default on CPU: a core each rank, pinned where the nodes' hosts hold them
+    two = on_nodes(tmp_path, [node("a", 8)], "--world-size", "2")
+    assert (two.threads, demand(two)["num_cpus"], two.pin) == (2, 2, True)
+
+
+def test_a_refusal_names_the_flag_that_fixes_it(tmp_path, driver):
+    with pytest.raises(UsageError, match=r"asks 128 CPUs.*valid: --threads 64 or fewer$"):
+        on_nodes(tmp_path, GPU_NODES, "--device", "cuda", "--threads", "128")
+    with pytest.raises(UsageError, match=r"and 16 GPUs.*valid: --world-size 8 or fewer"):
+        on_nodes(tmp_path, GPU_NODES, "--device", "cuda", "--world-size", "16")
+    with pytest.raises(UsageError, match=r"valid: --device cpu \(no node has a GPU\)"):
+        on_nodes(tmp_path, [node("a", 8)], "--device", "cuda")
+
+
+def test_auto_and_the_presets_default_are_the_nodes(tmp_path, driver):
+    cpu = on_nodes(tmp_path, [node("a", 8), node("b", 8)])
+    assert (cpu.device, cpu.preset, cpu.threads, cpu.pin) == ("cpu", "tiny", 1, True)
+    gpu = on_nodes(tmp_path, GPU_NODES)
+    assert (gpu.device, gpu.preset) == ("cuda", "base")
+    one_each = on_nodes(tmp_path, [node("a", 8, 8, "a")])  # a CPU a GPU: a thread, pinned
+    assert (one_each.threads, one_each.pin) == (1, True)
+
+
+def test_a_workload_for_the_nodes_gpus_is_not_built_on_a_driver_without_one(tmp_path, driver):
+    convnet = "examples.workloads.convnet:workload"
+    s = on_nodes(tmp_path, GPU_NODES, "--device", "cuda", "--workload", convnet)
+    assert s.workload == convnet
+    with pytest.raises(UsageError, match=r"cannot import 'examples.nowhere'"):
+        on_nodes(tmp_path, GPU_NODES, "--device", "cuda", "--workload", "examples.nowhere:w")
+
+
+def test_a_machine_is_what_a_process_holds_and_the_controls_follow_from_them():
+    cpu = Dispatcher([node("a", 4), node("b", 4), node("c", 4)], sweep_of(per_node=2))
+    assert cpu.machines() == 3  # a node, however many processes share it
+    nodes = [node("a", 64, 8), node("b", 64, 8)]
+    for ranks, machines in ((1, 16), (4, 4), (8, 2)):
+        s = sweep_of(device="cuda", world_size=ranks, threads=ranks,
+                     parallel="ddp" if ranks > 1 else "none")  # fmt: skip
+        assert Dispatcher(nodes, s).machines() == machines  # not 16 GPUs at every world size

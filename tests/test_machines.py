@@ -85,6 +85,30 @@ def test_the_machine_is_the_gpu_on_cuda_else_the_node_else_the_host_and_old_rows
     assert tables.machine_name(cuda) == "host1, node 1111node, NVIDIA H200 1abc1234"
 
 
+def test_a_process_with_ranks_is_the_machine_of_every_gpu_it_holds():
+    """Ranks on CUDA: every rank's GPU is in the placement, and the process's machine is the
+    set of them (in any order), never rank 0's GPU alone; where a rank's GPU has no UUID, the
+    node the process held."""
+
+    def ranks(*uuids) -> Row:
+        p = _placement(1, cuda=True) | {"device_uuid": uuids[0], "rank_devices": list(uuids)}
+        return Row.from_json({"placement": p})
+
+    first, again = (
+        ranks("GPU-a", "GPU-b", "GPU-c", "GPU-d"),
+        ranks("GPU-b", "GPU-a", "GPU-d", "GPU-c"),
+    )
+    assert machines.machine_of(first) == machines.machine_of(again) == "GPU-a+GPU-b+GPU-c+GPU-d"
+    other = ranks("GPU-e", "GPU-f", "GPU-g", "GPU-h")  # the node's other half: another machine
+    assert machines.machine_of(other) != machines.machine_of(first)
+    assert machines.node_of(other) == machines.node_of(first)
+    assert machines.machine_of(ranks("GPU-a", None)) == machines.node_of(first)
+    one = ranks("GPU-a")  # one rank: its GPU, as without ranks
+    assert machines.machine_of(one) == "GPU-a"
+    # the page names every GPU the process held, as the verdicts count them
+    assert tables.machine_name(first) == "host1, node 1111node, NVIDIA H200 a+b+c+d"
+
+
 # -- the spread between machines ------------------------------------------------------------------
 def test_three_machines_of_two_control_processes_measure_the_spread_with_df_two():
     control = _control({1: [0.00, 0.01], 2: [0.03, 0.05], 3: [-0.02, -0.02]})

@@ -126,22 +126,32 @@ def environment(device: str | torch.device = "cpu") -> dict[str, object]:
     return info
 
 
+def gpu_uuid(index: int) -> str | None:
+    """The UUID of CUDA device ``index`` (torch's device properties), or None."""
+    return str(getattr(torch.cuda.get_device_properties(index), "uuid", "") or "") or None
+
+
 def placement(
     device: str | torch.device = "cpu",
     pairs_start: float | None = None,
     pairs_end: float | None = None,
 ) -> Placement:
     """Where this process runs (the row's ``placement``): host, the cluster's node and attempt
-    (from the task's environment: none outside a cluster), the device with its UUID on CUDA,
-    the cores it may use, and its timed pairs' wall-clock stamps."""
+    (from the task's environment: none outside a cluster), the device with its UUID on CUDA
+    (with ranks, every rank's GPU), the cores it may use, and its timed pairs' wall-clock
+    stamps."""
     from benches.engine.process import affinity
 
     device = torch.device(device)
     cuda = device.type == "cuda" and torch.cuda.is_available()
-    index = uuid = None
+    index = uuid = ranks = None
     if cuda:
         index = device.index if device.index is not None else torch.cuda.current_device()
-        uuid = str(getattr(torch.cuda.get_device_properties(index), "uuid", "") or "") or None
+        uuid = gpu_uuid(index)
+        # every rank's GPU: local rank r on cuda:r (``distributed.local_device``)
+        world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+        if world > 1:
+            ranks = [gpu_uuid(r) if r < torch.cuda.device_count() else None for r in range(world)]
     number = {k: os.environ.get(k) for k in (ATTEMPT, QUEUED)}
     return Placement(
         host=socket.gethostname(),
@@ -150,6 +160,7 @@ def placement(
         visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
         device_name=device_name(device),
         device_uuid=uuid,
+        rank_devices=ranks,
         cores=affinity(),
         pairs_start=pairs_start,
         pairs_end=pairs_end,

@@ -16,7 +16,7 @@ from benches.engine.growth import GROWTH_WINDOWS
 from benches.engine.spec import OPTION, SWEEP_IDENTITY, parse_options
 from benches.sweep.options import DEFAULT_ACCUMULATE, DEFAULT_BUDGET, DEFAULT_LIVE_TENSORS, QUICK
 from benches.sweep.outdir import UsageError, output_dir
-from benches.sweep.values import fraction, int_list, int_value, seconds
+from benches.sweep.values import fraction, int_list, int_value, seconds, threads_per_rank
 from benches.workloads import protocol
 from benches.workloads.transformer import PRESETS
 from reports.judge.rows import spell
@@ -116,35 +116,56 @@ def setting_value(args: argparse.Namespace, f: dataclasses.Field) -> Any:
     return given
 
 
-def resolve(args: argparse.Namespace) -> Sweep:
+def resolve(args: argparse.Namespace, nodes: list[dict[str, Any]] | None = None) -> Sweep:
     """Arguments -> a validated sweep; every problem is a one-line UsageError. Every fixed
     setting is read by its kind (``setting_value``); those that depend on others or on the
-    machine are worked out below."""
+    machine are worked out below.
+
+    The machine is the one that runs the processes, never the one the command was typed on
+    where they differ: with ``--cluster`` and no ``nodes`` (the cluster not joined yet) every
+    option is checked, but the device (``auto``), the preset's default, the threads, the
+    pinning, the workload's check and ``--resume``'s checks wait for the nodes; the sweep
+    joins the cluster and resolves again with its ``nodes`` (``benches.sweep.cli``), where
+    they are decided from the nodes (``benches.sweep.cluster.place``)."""
     not_empty(args)
+    cluster = getattr(args, "cluster", None)
+    waiting = bool(cluster) and nodes is None  # the nodes decide; not joined yet
     fixed = {f.name: setting_value(args, f) for f in FIXED}
-    device, preset = device_and_preset(args)
+    world_size = fixed["world_size"]
+    device, preset = device_and_preset(args, here=not cluster)
+    if cluster and not waiting:
+        from benches.sweep.cluster import resources
+
+        device = resources.device_of(args.device, nodes)
+        preset = preset_of(args, device)
     names = strategy_names(args)
     recipe = recipe_settings(args)
 
     accumulate = int_list("--accumulate", swept(args, "accumulate", DEFAULT_ACCUMULATE), 1)
     live = int_list("--live-tensors", swept(args, "live_tensors", DEFAULT_LIVE_TENSORS), 0)
     rounds, budget = rounds_and_budget(args)
-    threads = int_value("--threads", args.threads, 1) if args.threads else default_threads(device)
-    world_size = fixed["world_size"]
     parallel, mesh, grad_sync = parallel_settings(args, world_size)
-    pin = pinning(args.pin, threads, world_size)
+    where = cluster_settings(args, joined=nodes is not None)
+    threads = int_value("--threads", args.threads, 1) if args.threads else None
+    if threads is None and cluster and not waiting:
+        threads = resources.threads_of(nodes, device, world_size, where["per_node"])
+    if threads is None:
+        threads = world_size if waiting else default_threads(device, world_size)
+    # a cluster's pinning is decided from its nodes' hosts (below), never this machine's cores
+    pin = bool(args.pin) if cluster else pinning(args.pin, threads, world_size)
     min_effect = fraction("--min-effect", args.min_effect)
     control = control_of(args, names)
-    if not getattr(args, "cluster", None):  # a cluster's nodes' GPUs are checked when joined
+    if not cluster:  # a cluster's nodes' GPUs are checked when joined
         check_gpus(device, world_size)
     workload = protocol.canonical(fixed["workload"])
-    if workload != protocol.DEFAULT:
-        check_workload(workload, device, preset, accumulate[0], fixed["seed"])
+    if workload != protocol.DEFAULT and not waiting:
+        if builds_here(device):
+            check_workload(workload, device, preset, accumulate[0], fixed["seed"])
+        else:  # the GPUs are the nodes' only: its factory found here, built where it runs
+            find_workload(workload)
     pairs = (fixed["repeat"], fixed["warmup"])
     timeout = case_timeout(args, device, preset, max(accumulate), pairs, parallel)
     out = output_dir(args)
-    if args.resume and args.pin is None:  # the run's own pinning (unpinned from before --pin)
-        pin = resumed_pin(out, pin)
     fixed.update(
         preset=preset,
         device=device,
@@ -172,16 +193,21 @@ def resolve(args: argparse.Namespace) -> Sweep:
         min_effect=min_effect,
         control=control,
         quick=getattr(args, "quick", False),
-        **cluster_settings(args),
+        **where,
     )
-    if args.resume:
+    if cluster and not waiting:
+        sweep.pin = resources.pinning_of(args.pin, nodes, sweep)
+    if args.resume and args.pin is None and not waiting:  # the run's own pinning (unpinned
+        sweep.pin = resumed_pin(out, sweep.pin)  # from before --pin)
+    if args.resume and not waiting:
         same_settings(sweep)
     return sweep
 
 
-def cluster_settings(args: argparse.Namespace) -> dict[str, Any]:
+def cluster_settings(args: argparse.Namespace, joined: bool = False) -> dict[str, Any]:
     """--cluster, --per-node and --exclusive, checked as far as this machine can: the address
-    is probed and the cluster's resources checked when it is joined (``benches.sweep.cluster``)."""
+    is probed (unless ``joined``: the sweep is connected already) and the cluster's resources
+    checked when it is joined (``benches.sweep.cluster``)."""
     cluster = getattr(args, "cluster", None)
     per_node = getattr(args, "per_node", None)
     exclusive = bool(getattr(args, "exclusive", False))
@@ -192,7 +218,8 @@ def cluster_settings(args: argparse.Namespace) -> dict[str, Any]:
         return {}
     from benches.sweep.cluster import address
 
-    address.check(cluster)
+    if not joined:
+        address.check(cluster)
     if per_node is not None:
         per_node = int_value("--per-node", per_node, 1)
         if exclusive and per_node != 1:
@@ -247,32 +274,49 @@ def not_empty(args: argparse.Namespace) -> None:
             raise UsageError(f"--plugin {module!r} is empty; give a module name")
 
 
-def default_threads(device: str) -> int:
-    """One thread on CPU (pinned to a core of its own: the spread between processes is
-    smallest there, and a case never competes with its own threads); on CUDA the machine's
-    cores (the host only launches)."""
-    return 1 if device == "cpu" else os.cpu_count() or 1
+def default_threads(device: str, world_size: int = 1) -> int:
+    """A process's threads on this machine (no cluster; a cluster's: ``cluster.place
+    .threads_of``): one per rank on CPU (pinned to a core of its own: the spread between
+    processes is smallest there, and a case never competes with its own threads); on CUDA the
+    machine's cores (the host only launches; the sweep runs one process at a time here)."""
+    return world_size if device == "cpu" else os.cpu_count() or 1
 
 
-def device_and_preset(args: argparse.Namespace) -> tuple[str, str]:
+def device_and_preset(args: argparse.Namespace, here: bool = True) -> tuple[str, str]:
     """--device (auto: cuda where there is one) and --preset (default: tiny on CPU, base on
-    CUDA), checked."""
+    CUDA), checked. Not ``here`` (a cluster's: the GPUs are its nodes', ``resolve`` decides
+    from them): ``auto`` stands as cpu while the options are checked."""
     import torch
 
     if args.device not in DEVICES:
         raise UsageError(f"unknown device {args.device!r}; valid devices: {', '.join(DEVICES)}")
     device = args.device
-    if device == "auto":
+    if not here:
+        device = "cpu" if device == "auto" else device
+    elif device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    elif device == "cuda" and not torch.cuda.is_available() and not getattr(args, "cluster", None):
-        # on a cluster the GPUs are the nodes' (benches.sweep.cluster.place.slots checks them)
+    elif device == "cuda" and not torch.cuda.is_available():
         raise UsageError("device 'cuda' is not available here (no CUDA GPU); valid: auto, cpu")
+    return device, preset_of(args, device)
+
+
+def preset_of(args: argparse.Namespace, device: str) -> str:
+    """--preset, checked, or the device's default."""
     # tiny on CPU: a default sweep (every strategy, K 1 and 4, N 0 and 100,000) fits its
     # 15-minute budget on 2 cores with rounds to spare; small's windows take 0.6-5 s there
     preset = args.preset or ("base" if device == "cuda" else "tiny")
     if preset not in PRESETS:
         raise UsageError(f"unknown preset {preset!r}; valid presets: {', '.join(PRESETS)}")
-    return device, preset
+    return preset
+
+
+def builds_here(device: str) -> bool:
+    """Whether this machine can build a workload on ``device`` (a login node has no GPU)."""
+    if device != "cuda":
+        return True
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def strategy_names(args: argparse.Namespace) -> list[str]:
@@ -442,6 +486,17 @@ def check_workload(spec: str, device: str, preset: str, accumulate: int, seed: i
         torch.cuda.empty_cache()
 
 
+def find_workload(spec: str) -> None:
+    """The workload's factory imported, unbuilt (a machine that cannot build it on the sweep's
+    device: a login node without the nodes' GPUs); a bad spec is one usage line."""
+    try:
+        protocol.load(spec)
+    except protocol.WorkloadError as err:
+        raise UsageError(str(err)) from None
+    except SystemExit as err:
+        raise UsageError(f"--workload {spec!r} called sys.exit({err.code!r})") from None
+
+
 def parallel_settings(args: argparse.Namespace, world_size: int) -> tuple[str, str, list[str]]:
     """--parallel, --mesh and --grad-sync, checked against each other and --world-size."""
     from benches.engine.distributed import GRAD_SYNC, PARALLEL, parse_mesh
@@ -477,15 +532,16 @@ def control_strategy(names: list[str]) -> str:
 
 
 def pinning(asked: bool | None, threads: int, world_size: int) -> bool:
-    """--pin / --no-pin, or the default: on with --threads 1 where psutil can pin (Linux) and
-    every rank gets a core of its own. --pin where it cannot hold is a usage error."""
+    """--pin / --no-pin on this machine (a cluster's: ``cluster.resources.pinning_of``), or the
+    default: on with one thread per rank where psutil can pin (Linux) and every rank gets a
+    core of its own. --pin where it cannot hold is a usage error."""
     from benches.engine import process
 
     cores = process.allowed_cores()
-    per_rank = max(1, threads // world_size)
+    per_rank = threads_per_rank(threads, world_size)
     fits = cores is not None and per_rank * world_size <= len(cores)
     if asked is None:
-        return threads == 1 and fits
+        return per_rank == 1 and fits
     if asked and cores is None:
         raise UsageError("--pin: psutil cannot pin here (no cpu_affinity); valid: --no-pin")
     if asked and not fits:
@@ -508,7 +564,7 @@ def resumed_pin(out: Path, default: bool) -> bool:
 def case_settings(sweep: Sweep) -> dict[str, Any]:
     """The sweep's settings that are part of every case's identity."""
     return {
-        name: max(1, sweep.threads // sweep.world_size)
+        name: threads_per_rank(sweep.threads, sweep.world_size)
         if name == "threads"
         else getattr(sweep, name)
         for name in SWEEP_IDENTITY

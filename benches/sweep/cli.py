@@ -6,6 +6,7 @@ own process and writes the report.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import datetime
 import json
@@ -118,7 +119,7 @@ def open_run(sweep: Sweep, cluster: dict) -> tuple[str, set[tuple]]:
     return run_id, done
 
 
-def sweep_main(sweep: Sweep) -> int:
+def sweep_main(sweep: Sweep, args: argparse.Namespace | None = None) -> int:
     from rich.console import Console
     from rich.progress import (
         BarColumn,
@@ -131,7 +132,9 @@ def sweep_main(sweep: Sweep) -> int:
 
     started = process_started()  # the budget holds the whole command, its imports included
     console = Console(stderr=True)
-    place = open_place(sweep, console)  # a cluster's problems are usage errors: nothing written
+    # a cluster's problems are usage errors: nothing written; its nodes decide the device,
+    # the threads and the pinning (the sweep resolved again from ``args`` with them)
+    place, sweep = open_place(sweep, console, args)
     try:
         run_id, done = start_run(sweep, place.record())
     except BaseException:
@@ -167,21 +170,36 @@ def sweep_main(sweep: Sweep) -> int:
     return finish(sweep, console, run.failed, run.interrupted, run.not_run)
 
 
-def open_place(sweep: Sweep, console) -> Place:
-    """Where the sweep's processes run: this machine (``Local``, forked from the fork server)
-    or a Ray cluster (``--cluster``: joined, its resources checked, its controls at least two
-    per machine). Nothing is written yet: a cluster's problem is a UsageError."""
+def open_place(
+    sweep: Sweep, console, args: argparse.Namespace | None = None
+) -> tuple[Place, Sweep]:
+    """Where the sweep's processes run, and the sweep they run: this machine (``Local``,
+    forked from the fork server) or a Ray cluster (``--cluster``: joined, the sweep resolved
+    from ``args`` again with its nodes (``arguments.resolve``: the device, the preset's
+    default, the threads and the pinning are theirs), its resources checked, its controls at
+    least two per machine). Nothing is written yet: a cluster's problem is a UsageError."""
     if sweep.cluster is None:
-        return Local(sweep.timeout, fork_server=not os.environ.get(zygote.FRESH))
+        return Local(sweep.timeout, fork_server=not os.environ.get(zygote.FRESH)), sweep
     from benches.sweep.cluster.place import RayPlace
 
+    settle = None
+    if args is not None:  # the same --out (a default one is named by the time)
+        again = argparse.Namespace(**{**vars(args), "out": str(sweep.out)})
+
+        def settle(nodes: list[dict]) -> Sweep:
+            return resolve(again, nodes)
+
     place = RayPlace(
-        sweep, sweep.timeout, say=lambda text: console.print(escape(text), soft_wrap=True)
+        sweep,
+        sweep.timeout,
+        say=lambda text: console.print(escape(text), soft_wrap=True),
+        settle=settle,
     )
+    sweep = place.sweep
     if sweep.control != "none" and sweep.rounds == 1:
         sweep.controls = max(sweep.controls, 2 * place.machines())
     console.print(escape(place.describe()))
-    return place
+    return place, sweep
 
 
 class SweepRun:
@@ -357,7 +375,7 @@ def main(argv: list[str] | None = None) -> int:
 
     terminate_as_interrupt()
     try:
-        return sweep_main(sweep)
+        return sweep_main(sweep, args)
     except KeyboardInterrupt:  # between cases, or while the report was written
         return 130
     # --resume into older rows; --out unwritable; a cluster that cannot run the sweep

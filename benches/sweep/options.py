@@ -144,8 +144,8 @@ def cluster_options(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--per-node",
         metavar="N",
-        help="with --cluster: processes at once on a node at most (default: 1 on CPU, one per "
-        "GPU on CUDA)",
+        help="with --cluster: processes at once on a node at most (default: 1 on CPU; on CUDA "
+        "its GPUs over --world-size)",
     )
     run.add_argument(
         "--exclusive",

@@ -56,3 +56,9 @@ def seconds(option: str, text: str | None, default: float) -> float:
     if not 0 <= value < float("inf"):
         raise UsageError(f"{option} {text!r} is out of range; valid: seconds >= 0")
     return value
+
+
+def threads_per_rank(threads: int, world_size: int) -> int:
+    """``--threads`` is a process's total, split over its ranks, each at least one: each rank's
+    share (a case's ``threads``: ``arguments.case_settings``)."""
+    return max(1, threads // world_size)

@@ -1,8 +1,9 @@
 """Where a sweep's processes ran, as the verdicts count it: the machine of a row, the spread of
 an identical loop's figure between machines, and how many other sweep processes shared a node.
 
-- ``machine_of``: the GPU (its UUID) on CUDA, else the Ray node, else the host; a row without
-  placement (an older run) ran on the sweep's one machine (``LOCAL``);
+- ``machine_of``: what the process held: the GPU (its UUID) on CUDA, or the set of its ranks'
+  GPUs, else the Ray node, else the host; a row without placement (an older run) ran on the
+  sweep's one machine (``LOCAL``);
 - ``control_of`` and ``between_machines``: the variance of one machine's mean figure of the
   control strategy (the identical loop that runs at every K and N) between machines, per group,
   measured only with ``MIN_MACHINES`` machines of ``MIN_PER_MACHINE`` control processes each;
@@ -29,11 +30,18 @@ MIN_PER_MACHINE = 2
 
 
 def machine_of(row: Row) -> str:
-    """The machine a verdict counts for the row's process: its GPU (``device_uuid``) on CUDA,
-    else its Ray node (``node_id``), else its host; ``LOCAL`` for a row without placement."""
+    """The machine a verdict counts for the row's process, as the process occupied it: its GPU
+    (``device_uuid``) on CUDA, or with ranks the set of its ranks' GPUs (``rank_devices``; the
+    node where one of them has no UUID), else its Ray node (``node_id``), else its host;
+    ``LOCAL`` for a row without placement."""
     p = row.placement
     if p is None:
         return LOCAL
+    ranks = p.rank_devices or []
+    if len(ranks) > 1:
+        if all(ranks):
+            return "+".join(sorted(set(ranks)))
+        return p.node_id or p.host or LOCAL
     return p.device_uuid or p.node_id or p.host or LOCAL
 
 

@@ -269,9 +269,10 @@ def machine_name(row: Row) -> str:
     parts = [p.host or "unknown host"]
     if p.node_id:
         parts.append(f"node {p.node_id[:8]}")
-    if p.device_uuid:
-        uuid = p.device_uuid.removeprefix("GPU-")[:8]
-        parts.append(f"{p.device_name or 'GPU'} {uuid}")
+    uuids = p.rank_devices or ([p.device_uuid] if p.device_uuid else [])
+    if any(uuids):  # every GPU a process with ranks holds: together they are its machine
+        short = "+".join(u.removeprefix("GPU-")[:8] for u in uuids if u)
+        parts.append(f"{p.device_name or 'GPU'} {short}")
     return ", ".join(parts)
 
 

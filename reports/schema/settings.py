@@ -173,7 +173,9 @@ class CaseSettings:
     threads: int = setting(
         1,
         flag="--threads",
-        help="torch threads (default: 1 on CPU, pinned; the machine's cores on CUDA)",
+        help="torch threads of a case's process, all its ranks together (default: 1 per rank "
+        "on CPU, pinned; on CUDA the cores of the machine that runs it over the processes it "
+        "runs at once, a cluster's nodes' with --cluster)",
     )
     seed: int = setting(
         0,

@@ -1,21 +1,24 @@
 """``RayPlace``: the sweep's processes on a Ray cluster, several at once (``places.Place``).
 
-The driver chooses each process's node (a hard ``NodeAffinitySchedulingStrategy``): at most
-``--per-node`` processes at once on a node (default one on CPU, one per GPU on CUDA;
-``--exclusive``: one), each asking Ray for what it uses (``num_cpus`` = threads x ranks,
-``num_gpus`` = ranks on CUDA), so that a process is submitted only into a free slot and never
-waits in Ray's queue. Among the nodes with a free slot it takes the one where the process's
-strategy ran least, ties broken by a generator seeded with ``--seed``: a balanced, seeded
-shuffle, so that no strategy sits on one machine. A process the cluster lost (its worker
-crashed, its node died, its result was lost) is retried once on another live node, then is a
-failed row naming both causes; a case's own failure is never retried.
+What depends on the machine (the device for ``auto``, the threads, the pinning) is decided from
+the nodes that run the processes, never the driver (``device_of``, ``threads_of``,
+``pinning_of``; ``arguments.resolve`` calls them once the sweep has joined). The driver chooses
+each process's node (a hard ``NodeAffinitySchedulingStrategy``): at most ``--per-node``
+processes at once on a node (default one on CPU, its GPUs over the ranks on CUDA;
+``--exclusive``: one), each asking Ray for exactly what it uses (``num_cpus`` = its threads,
+``--threads`` being the process's total; ``num_gpus`` = ranks on CUDA), so that a process is
+submitted only into a free slot and never waits in Ray's queue. Among the nodes with a free
+slot it takes the one where the process's strategy ran least, ties broken by a generator
+seeded with ``--seed``: a balanced, seeded shuffle, so that no strategy sits on one machine.
+A process the cluster lost (its worker crashed, its node died, its result was lost) is retried
+once on another live node, then is a failed row naming both causes; a case's own failure is
+never retried.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-import math
 import os
 import random
 import select
@@ -35,6 +38,17 @@ from benches.engine.spec import CaseSpec
 from benches.sweep import launch
 from benches.sweep.arguments import Sweep
 from benches.sweep.cluster import task
+from benches.sweep.cluster.resources import (  # noqa: F401 (the place's seam, as tests call it)
+    check_pinning,
+    cpus,
+    demand,
+    device_of,
+    fix,
+    gpus,
+    pinning_of,
+    slots,
+    threads_of,
+)
 from benches.sweep.outdir import UsageError
 from benches.sweep.places import ClusterLost
 from reports.schema.row_parts import Placement
@@ -57,66 +71,14 @@ class Flight:
     avoid: set[str] = field(default_factory=set)  # the nodes that lost it
 
 
-def demand(sweep: Sweep) -> dict[str, float]:
-    """What one process asks of its node: threads x ranks CPUs, a GPU per rank on CUDA."""
-    ranks = sweep.world_size
-    return {"num_cpus": sweep.threads * ranks, "num_gpus": ranks if sweep.device == "cuda" else 0}
-
-
-def slots(nodes: list[dict[str, Any]], sweep: Sweep, ask: dict[str, float]) -> dict[str, int]:
-    """Processes at once per node: ``--per-node`` (``--exclusive``: 1; default one on CPU, one
-    per ``ranks`` GPUs on CUDA), no more than its CPUs and GPUs hold; a UsageError where no
-    node can ever run one, naming what was asked and what the nodes offer."""
-    out = {}
-    for n in nodes:
-        cpus = n["resources"].get("CPU", 0)
-        gpus = n["resources"].get("GPU", 0)
-        fits = math.floor(cpus / ask["num_cpus"]) if ask["num_cpus"] else 1
-        if ask["num_gpus"]:
-            fits = min(fits, math.floor(gpus / ask["num_gpus"]))
-        default = 1 if sweep.device != "cuda" else max(1, int(gpus // max(1, ask["num_gpus"])))
-        out[n["node_id"]] = min(fits, sweep.per_node or default)
-    if not any(out.values()):
-        offered = "; ".join(
-            f"{n['host']}: {n['resources'].get('CPU', 0):g} CPUs, "
-            f"{n['resources'].get('GPU', 0):g} GPUs"
-            for n in nodes
-        )
-        ranks = f" x {sweep.world_size} ranks" if sweep.world_size > 1 else ""
-        fix = "--threads, --world-size" if sweep.device != "cuda" else "--world-size, --device cpu"
-        raise UsageError(
-            f"--cluster {sweep.cluster}: no node can run a process that asks "
-            f"{ask['num_cpus']:g} CPUs ({sweep.threads} threads{ranks}) and "
-            f"{ask['num_gpus']:g} GPUs; the nodes offer: {offered or 'none'}; lower {fix}"
-        )
-    return out
-
-
-def check_pinning(nodes: list[dict[str, Any]], counts: dict[str, int], sweep: Sweep) -> None:
-    """--pin: every process at once on a host gets cores of its own, or a UsageError."""
-    if not sweep.pin:
-        return
-    hosts: Counter = Counter()
-    cpus: Counter = Counter()
-    for n in nodes:
-        hosts[n["host"]] += counts.get(n["node_id"], 0)
-        cpus[n["host"]] += n["resources"].get("CPU", 0)
-    for host, processes in hosts.items():
-        need = processes * sweep.threads * sweep.world_size
-        if need > cpus[host]:
-            raise UsageError(
-                f"--pin: {processes} processes at once on {host} x {sweep.threads} threads x "
-                f"{sweep.world_size} ranks need {need} cores, its nodes offer {cpus[host]:g}; "
-                f"valid: --no-pin, or a lower --per-node"
-            )
-
-
 class RayPlace:
     """The sweep's processes on a Ray cluster: the connection lives in a child process
     (``benches.sweep.cluster.client``); this side chooses nodes, retries lost processes and
     writes back the files of processes that ran without a shared filesystem."""
 
-    def __init__(self, sweep: Sweep, timeout: float, say=print) -> None:
+    def __init__(self, sweep: Sweep, timeout: float, say=print, settle=None) -> None:
+        """Join the cluster; ``settle(nodes)``: the sweep decided from the nodes that will run
+        its processes (``arguments.resolve`` with them), which this place then runs."""
         self.sweep, self.timeout, self.say = sweep, timeout, say
         self.flights: dict[str, Flight] = {}  # key -> a process on the cluster
         self.waiting: list[Flight] = []  # submitted, or lost once, and not yet placed
@@ -153,13 +115,19 @@ class RayPlace:
                 raise UsageError(f"--cluster {sweep.cluster}: Ray could not start or join: {why}")
             self.ray = ready["ray"]
             self.nodes = {n["node_id"]: n for n in ready["nodes"]}
+            if settle is not None:
+                self.sweep = sweep = settle(ready["nodes"])
+                self.timeout = sweep.timeout
             self.ask = demand(sweep)
             self.slots = slots(ready["nodes"], sweep, self.ask)
             check_pinning(ready["nodes"], self.slots, sweep)
         except BaseException:
             self.close()
             raise
-        self.expected = task.versions(envinfo.ROOT)
+        # the code the workers must run; torch's version is compared between the workers
+        # (the first that answers sets it), the driver's only recorded: it runs no case
+        self.expected = {"code": task.code_hash(envinfo.ROOT)}
+        self.torch: dict[str, str] = {"driver": task.torch_version()}
         self.rng = random.Random(sweep.seed)
         self.ran: Counter = Counter()  # (strategy, node) -> processes placed there
 
@@ -170,10 +138,13 @@ class RayPlace:
         return sum(self.slots.values())
 
     def machines(self) -> int:
-        """The machines a verdict counts that this cluster offers: GPUs on CUDA, else nodes."""
+        """The machines a verdict counts that this cluster offers, as a process occupies them
+        (``reports.judge.machines.machine_of``): on CUDA each process at once holds GPUs of
+        its own (one, or a rank's each: the set is its machine), so a node offers its slots;
+        on CPU a node is one machine however many processes share it."""
         live = [n for n, s in self.slots.items() if s]
         if self.sweep.device == "cuda":
-            return sum(int(self.nodes[n]["resources"].get("GPU", 0)) for n in live)
+            return sum(self.slots[n] for n in live)
         return len(live)
 
     def record(self) -> dict[str, Any]:
@@ -181,6 +152,7 @@ class RayPlace:
         return {
             "address": self.sweep.cluster,
             "ray": self.ray,
+            "driver_torch": self.torch["driver"],
             "capacity": self.capacity,
             "nodes": [
                 {
@@ -287,7 +259,8 @@ class RayPlace:
                     "node": node,
                     "slot": flight.slot if self.sweep.pin else None,
                     "timeout": self.timeout,
-                    "expected": self.expected,
+                    # the code, and torch's release once a worker has answered
+                    "expected": {**self.expected, **self._torch()},
                     "submitted": time.time(),
                     **self.ask,
                 }
@@ -302,6 +275,9 @@ class RayPlace:
                 path = self.sweep.out / name
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_bytes(base64.b64decode(data))
+            wrong = self._other_torch(flight, result.get("torch"))
+            if wrong:
+                return [self._failed_row(flight, wrong)]
             return result["rows"]
         if reply["op"] == "lost":
             live = {n["node_id"] for n in reply.get("nodes", [])}
@@ -322,6 +298,26 @@ class RayPlace:
         else:
             error = f"Ray ended the task: {reply['cause']}"
         return [self._failed_row(flight, error)]
+
+    def _torch(self) -> dict[str, str]:
+        """The workers' torch, once the first has answered (a worker checks it at its start)."""
+        return {"torch": self.torch["workers"]} if "workers" in self.torch else {}
+
+    def _other_torch(self, flight: Flight, version: str | None) -> str | None:
+        """The workers must run one torch (its version without the local label: ``2.13.0+cpu``
+        and ``2.13.0+cu128`` are one release): the first worker that answers sets it, a
+        later one with another fails its process, with a line naming both (one submitted
+        before the first answered: here; later ones check at their start, ``task.differs``)."""
+        if not version:
+            return None
+        first = self.torch.setdefault("workers", version)
+        if task.public(first) == task.public(version):
+            return None
+        host = self.nodes.get(flight.node or "", {}).get("host")
+        return (
+            f"worker {host} runs another torch than the sweep's other workers: {version} "
+            f"here, {first} there (the driver has {self.torch['driver']})"
+        )
 
     def _failed_row(self, flight: Flight, error: str) -> dict[str, Any]:
         """The row of a process the cluster took: its node and attempt, nothing of this

@@ -40,19 +40,38 @@ def code_hash(root: Path = ROOT) -> str:
     return digest.hexdigest()[:16]
 
 
+def torch_version() -> str:
+    """torch's version as installed (``2.13.0+cu128``), read without importing torch."""
+    return importlib.metadata.version("torch")
+
+
+def public(version: str) -> str:
+    """A version without its local label (PEP 440: ``2.13.0+cpu`` -> ``2.13.0``): the wheel's
+    build (CPU, a CUDA release) is the machine's, the release is what must agree."""
+    return version.partition("+")[0]
+
+
 def versions(root: Path = ROOT) -> dict[str, str]:
-    """What a worker must share with the driver: torch's version and the code's hash."""
-    return {"torch": importlib.metadata.version("torch"), "code": code_hash(root)}
+    """torch's version and the code's hash."""
+    return {"torch": torch_version(), "code": code_hash(root)}
 
 
 def differs(expected: dict[str, str], mine: dict[str, str]) -> str | None:
-    """The one line of a worker that does not run the driver's torch or code, else None."""
-    for what, name in (("torch", "torch"), ("code", "code (strategies/, benches/, reports/)")):
-        if expected.get(what) != mine.get(what):
-            return (
-                f"worker {socket.gethostname()} runs another {name} than the driver: "
-                f"{mine.get(what)} here, {expected.get(what)} on the driver"
-            )
+    """The one line of a worker that does not run the code ``expected`` names (the driver's),
+    or, where it names one, the torch release of the sweep's other workers (compared without
+    the local label), else None. The sweep compares torch between its workers
+    (``place.RayPlace``): the driver, which runs no case, may have a CPU wheel or none."""
+    if "code" in expected and expected["code"] != mine.get("code"):
+        return (
+            f"worker {socket.gethostname()} runs another code (strategies/, benches/, reports/) "
+            f"than the driver: {mine.get('code')} here, {expected['code']} on the driver"
+        )
+    want, have = expected.get("torch"), mine.get("torch")
+    if want and public(want) != public(have or ""):
+        return (
+            f"worker {socket.gethostname()} runs another torch than the sweep's other "
+            f"workers: {have} here, {want} there"
+        )
     return None
 
 
@@ -93,7 +112,7 @@ def run_process(
             rows = [launch._failed(case, wrong, time.monotonic(), started)]
         else:
             rows = launch.run_one(case, timeout, None, attempt)
-        result: dict[str, Any] = {"rows": rows, "node_id": node}
+        result: dict[str, Any] = {"rows": rows, "node_id": node, "torch": torch_version()}
         if scratch is not None:
             result["files"] = files_of(scratch)
             # paths the rows name (traces, captures) as they will be on the driver
