@@ -65,10 +65,16 @@ def run(rank: int, world: int, port: int, out: str, names: list[str]) -> None:
         for name in names:
             for bucket_view in (False, True):
                 results.append(check(rank, world, name, bucket_view))
+        from benches.engine.distributed import Parallel
+
+        parallel = Parallel("ddp", torch.device("cpu"))
+        pairs = {"pairs": paired_loops(rank, world, parallel), "mismatch": mismatch(parallel)}
     finally:
         dist.destroy_process_group()
     with open(f"{out}.{rank}", "w") as f:
         json.dump(results, f)
+    with open(f"{out}.pair.{rank}", "w") as f:
+        json.dump(pairs, f)
 
 
 def check(rank: int, world: int, name: str, bucket_view: bool) -> dict:
@@ -122,10 +128,13 @@ def run_sharded(
             for flavour in GRAD_SYNC[kind]:
                 results.append(check_sharded(rank, world, parallel, name, flavour))
         results.append(refusals(parallel))
+        pairs = {"pairs": paired_loops(rank, world, parallel), "mismatch": None}
     finally:
         dist.destroy_process_group()
     with open(f"{out}.{rank}", "w") as f:
         json.dump(results, f)
+    with open(f"{out}.pair.{rank}", "w") as f:
+        json.dump(pairs, f)
 
 
 def check_sharded(rank: int, world: int, parallel, name: str, flavour: str) -> dict:
@@ -172,3 +181,92 @@ def refusals(parallel) -> dict:
         except ValueError as err:
             out[key] = str(err)
     return out
+
+
+def paired_loops(rank: int, world: int, parallel) -> list[dict]:
+    """A case's loops as the engine builds them (``PairedRunner``: the strategy's, the plain
+    loop's, and ``--compare-settings``' other), per flavour: what each replica
+    carries (``distributed.instrumentation``), whether the hooks are the very same code with a
+    tally of each loop's own, and the collectives each loop counted per window over 4 pairs."""
+    from benches.engine import training
+    from benches.engine.distributed import GRAD_SYNC, instrumentation
+    from benches.engine.runner import PairedRunner
+
+    out = []
+    for name in ("native",):  # what a replica carries is the engine's, not the strategy's
+        for flavour in GRAD_SYNC[parallel.kind]:
+            workload = tiny_workload()
+            runner = PairedRunner(workload, name, parallel, flavour)
+            runner.add_plain()
+            runner.add_other(training.Recipe().replace("optimizer", "sgd"))
+            loops = {"strategy": runner.strategy, "plain": runner.plain, "other": runner.other}
+            windows: dict[str, list] = {role: [] for role in loops}
+            for i in range(4):
+                batches = rank_batches(workload, rank, world, i % 2)
+                tokens = workload.distributed_window_tokens(batches)
+                for run, roles in (
+                    (runner.pair, ("strategy", "plain")),
+                    (runner.setting_pair, ("other",)),
+                ):
+                    before = {role: loops[role].counter.snapshot() for role in roles}
+                    run(i, batches, tokens)  # one window of each loop of the pair
+                    for role in roles:
+                        now = loops[role].counter.snapshot()
+                        windows[role].append(loops[role].counter.per_window(before[role], now))
+            out.append(
+                {
+                    "strategy": name,
+                    "grad_sync": flavour,
+                    "instrumentation": {r: instrumentation(lp.module) for r, lp in loops.items()},
+                    "same_code": same_code(loops),
+                    "windows": windows,
+                }
+            )
+            runner.close()
+    return out
+
+
+def same_code(loops: dict) -> bool:
+    """Every loop's hooks are the very same function or class, each with its own loop's counter
+    as its tally (never another's, never none)."""
+    seen: set = set()
+    for loop in loops.values():
+        module = loop.module
+        if isinstance(module, DistributedDataParallel):
+            hooks = [(hook, state) for hook, state in module._comm_hooks]
+            if [state for _, state in hooks] != [loop.counter]:
+                return False
+            seen.add(tuple(hook for hook, _ in hooks))
+            continue
+        from strategies.collector import fsdp_modules
+
+        groups = [g for m in fsdp_modules(module) for g in m._get_fsdp_state()._fsdp_param_groups]
+        if not groups or any(
+            getattr(g._reduce_scatter_comm, "counter", None) is not loop.counter for g in groups
+        ):
+            return False
+        hooks = {g._all_reduce_hook for g in groups}
+        if hooks != {None} and any(getattr(h, "__self__", None) is not loop.counter for h in hooks):
+            return False
+        kinds = {type(g._reduce_scatter_comm) for g in groups}
+        seen.add((frozenset(kinds), frozenset(getattr(h, "__func__", h) for h in hooks)))
+    return len(seen) == 1
+
+
+def mismatch(parallel) -> str | None:
+    """The case's guard (``case.alike``) on a strategy's loop beside a DDP replica without the
+    counting hook (as the plain loop's was before): its one-line error, None if it let it by."""
+    from types import SimpleNamespace
+
+    from benches.engine import case
+    from benches.engine.runner import PairedRunner
+
+    runner = PairedRunner(tiny_workload(), "native", parallel, "last")
+    bare = SimpleNamespace(module=DistributedDataParallel(tiny_workload().model))
+    try:
+        case.alike(runner.strategy, bare)
+    except RuntimeError as err:
+        return str(err)
+    finally:
+        runner.close()
+    return None

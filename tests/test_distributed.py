@@ -10,6 +10,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 import strategies
+from benches.engine.distributed import GRAD_SYNC
 
 pytestmark = [
     pytest.mark.skipif(not dist.is_available(), reason="torch.distributed unavailable"),
@@ -25,7 +26,8 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def results(tmp_path_factory):
+def ddp_run(tmp_path_factory):
+    """Each rank's results: the strategies' windows, and a case's paired loops (``pair``)."""
     import dist_worker
 
     out = tmp_path_factory.mktemp("dist") / "rank"
@@ -34,7 +36,16 @@ def results(tmp_path_factory):
         args=(WORLD, free_port(), str(out), strategies.available()),
         nprocs=WORLD,
     )
-    return [json.loads(out.with_suffix(f".{rank}").read_text()) for rank in range(WORLD)]
+    return per_rank(out, WORLD), per_rank(out, WORLD, ".pair")
+
+
+def per_rank(out, world: int, part: str = "") -> list:
+    return [json.loads(out.with_suffix(f"{part}.{rank}").read_text()) for rank in range(world)]
+
+
+@pytest.fixture(scope="module")
+def results(ddp_run):
+    return ddp_run[0]
 
 
 def cases(results, name):
@@ -105,14 +116,13 @@ def sharded(request, tmp_path_factory):
         args=(world, free_port(), str(out), names, mesh),
         nprocs=world,
     )
-    per_rank = [json.loads(out.with_suffix(f".{rank}").read_text()) for rank in range(world)]
-    return request.param, per_rank
+    return request.param, per_rank(out, world), per_rank(out, world, ".pair")
 
 
 def test_under_fsdp2_every_strategy_gives_the_global_batch_gradient_or_refuses(sharded):
-    kind, per_rank = sharded
+    kind, results_of, _ = sharded
     refused = set()
-    for results in per_rank:
+    for results in results_of:
         for case in results:
             if case["strategy"] is None:
                 continue
@@ -133,12 +143,12 @@ def test_under_fsdp2_every_strategy_gives_the_global_batch_gradient_or_refuses(s
 def test_reduce_scatters_per_window_and_group_are_k_for_every_and_one_for_last(sharded):
     import dist_worker
 
-    kind, per_rank = sharded
+    kind, results_of, _ = sharded
     k = dist_worker.K
     # per FSDP group and window: (reduce-scatters, HSDP all-reduces across replicas)
     expected = {"every": (k, k), "scatter": (k, 1), "last": (1, 1)}
     seen = set()
-    for results in per_rank:
+    for results in results_of:
         for case in results:
             if not case.get("windows"):
                 continue
@@ -154,8 +164,8 @@ def test_reduce_scatters_per_window_and_group_are_k_for_every_and_one_for_last(s
 
 
 def test_a_sharded_target_refuses_grad_req_write_and_scatter_on_a_1d_mesh(sharded):
-    kind, per_rank = sharded
-    for results in per_rank:
+    kind, results_of, _ = sharded
+    for results in results_of:
         refusals = next(c for c in results if c["strategy"] is None)
         assert "'write'" in refusals["write"] and "valid under FSDP2: add" in refusals["write"]
         if kind == "fsdp2":
@@ -165,6 +175,58 @@ def test_a_sharded_target_refuses_grad_req_write_and_scatter_on_a_1d_mesh(sharde
             )
         else:
             assert refusals["scatter"] is None
+
+
+# -- both sides of a pair instrumented alike ---------------------------------------------------
+def check_alike(kind: str, pairs_per_rank: list) -> None:
+    """Every case's loops (the strategy's, the plain loop's, --compare-settings' other) carry
+    the same hooks, each counting into its own tally, and count the same collectives."""
+    for pairs in (p["pairs"] for p in pairs_per_rank):
+        assert {(p["strategy"], p["grad_sync"]) for p in pairs} == {
+            (name, flavour) for name in ("native",) for flavour in GRAD_SYNC[kind]
+        }
+        for pair in pairs:
+            carried = pair["instrumentation"]
+            assert carried["strategy"], (kind, pair)  # instrumented at all
+            assert carried["plain"] == carried["strategy"] == carried["other"], (kind, pair)
+            assert pair["same_code"], (kind, pair)
+            # each loop its own tally: its own windows' collectives, the same on every side
+            counts = {
+                role: [(w["allreduce"], w["reduce_scatter"]) for w in windows]
+                for role, windows in pair["windows"].items()
+            }
+            assert counts["plain"] == counts["strategy"] == counts["other"], (kind, pair)
+            assert len(counts["plain"]) == 4 and min(map(sum, counts["plain"])) > 0, (kind, pair)
+
+
+def test_under_ddp_both_replicas_of_a_pair_carry_the_same_comm_hook(ddp_run):
+    _, pairs_per_rank = ddp_run
+    check_alike("ddp", pairs_per_rank)
+    hooks = pairs_per_rank[0]["pairs"][0]["instrumentation"]["plain"]
+    # the counting hook on the plain loop's replica too, not DDP's built-in C++ all-reduce
+    assert hooks == [
+        {"comm_hook": "benches.engine.distributed.counted_allreduce", "state": "CollectiveCounter"}
+    ]
+
+
+def test_under_fsdp2_and_hsdp_both_replicas_carry_the_same_reduce_scatter(sharded):
+    kind, _, pairs_per_rank = sharded
+    check_alike(kind, pairs_per_rank)
+    groups = pairs_per_rank[0]["pairs"][0]["instrumentation"]["plain"]
+    assert len(groups) > 1  # every block and the root
+    for group in groups:
+        assert group["reduce_scatter"].endswith("CountedReduceScatter"), group
+        hook = group["all_reduce_hook"]  # HSDP's all-reduces across replicas, counted
+        counted = "benches.engine.distributed.CollectiveCounter.after_allreduce"
+        assert hook == (counted if kind == "hsdp" else None), group
+
+
+def test_a_case_refuses_a_pair_instrumented_differently(ddp_run):
+    _, pairs_per_rank = ddp_run
+    for pairs in pairs_per_rank:
+        message = pairs["mismatch"]  # a strategy's loop beside a DDP replica without the hook
+        assert message is not None and "\n" not in message
+        assert "instrumented differently" in message and "counted_allreduce" in message
 
 
 # -- each rank on its own device --------------------------------------------------------------

@@ -82,8 +82,8 @@ def run_case(spec: CaseSpec) -> dict[str, Any] | None:
     shape = distributed.parse_mesh(spec.mesh or None, spec.parallel, world)
     parallel = distributed.Parallel(spec.parallel, workload.device, shape)
     runner = PairedRunner(workload, spec.label, parallel, spec.grad_sync)
-    # before any backward: DDP takes a communication hook only before its first
-    counter = distributed.CollectiveCounter(runner.strategy.module, parallel.kind)
+    # the row's collectives are the strategy's; every loop counts its own (``runner.Loop``)
+    counter = runner.strategy.counter
     timed = data[:2]  # two windows alternate, so that no window's data is cached twice
     wall.lap("setup")
     # compiled: every graph (and each new shape's) is compiled here, outside every window
@@ -231,6 +231,7 @@ def timed_pairs(
     process and the collectives per window."""
     recipe = spec.recipe
     runner.add_plain()
+    alike(runner.strategy, runner.plain)
     if recipe.compile:
         runner.plain.warm(timed)  # the compiled graphs are cached: this only checks shapes
     for i in range(spec.warmup):
@@ -284,6 +285,14 @@ def timed_pairs(
     return samples, context, process_figures, collectives, figures.stamps
 
 
+def alike(mine, other) -> None:
+    """Both loops of a pair carry the same instrumentation (communication hooks, counted
+    reduce-scatters), or the case fails: what is done to one side only biases every ratio."""
+    a, b = (distributed.instrumentation(loop.module) for loop in (mine, other))
+    if a != b:
+        raise RuntimeError(f"the paired loops are instrumented differently: {a} against {b}")
+
+
 def other_settings(spec: CaseSpec, runner: PairedRunner, timed, samples: dict) -> float | None:
     """``--compare-settings``: the other recipe's loop, paired with the case's (into
     ``samples``); its compile time when it compiles. Built after the headline pairs, so its
@@ -292,6 +301,7 @@ def other_settings(spec: CaseSpec, runner: PairedRunner, timed, samples: dict) -
     if other is None:
         return None
     runner.add_other(other)
+    alike(runner.strategy, runner.other)
     warm_s = runner.other.warm(timed)  # compiling, if the other recipe compiles
     samples.update(setting_pairs(spec, runner, timed))
     return warm_s if other.compile else None

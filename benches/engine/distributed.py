@@ -12,6 +12,7 @@ copy of a sharded model (for the reference gradients and fresh replicas) and cou
 from __future__ import annotations
 
 import copy
+import functools
 import os
 import time
 from typing import Any
@@ -137,11 +138,15 @@ class Parallel:
 class CollectiveCounter:
     """Counts the gradient collectives of a wrapped module, the real ones run as usual.
 
-    DDP: all-reduces, through a communication hook that calls the default one. FSDP2: the
-    reduce-scatters of every FSDP group (a ``ReduceScatter`` that calls torch's default one) and,
-    on an HSDP mesh, the all-reduces across replicas (``set_all_reduce_hook`` runs after each).
-    ``seconds`` is the host time spent inside reduce-scatter calls (gloo: the collective itself;
-    NCCL: the launch only).
+    DDP: all-reduces, through a communication hook (``counted_allreduce``) that calls the default
+    one. FSDP2: the reduce-scatters of every FSDP group (``CountedReduceScatter``, which calls
+    torch's default one) and, on an HSDP mesh, the all-reduces across replicas
+    (``set_all_reduce_hook`` runs ``after_allreduce`` after each). ``seconds`` is the host time
+    spent inside reduce-scatter calls (gloo: the collective itself; NCCL: the launch only).
+
+    Every loop's replica carries one (``runner.Loop``), the plain loop's too, each counting into
+    its own tally: a hook on one side of a pair only would be a bias in every paired ratio.
+    ``instrumentation`` says what a module carries, so the two sides can be compared.
     """
 
     def __init__(self, module: nn.Module, kind: str) -> None:
@@ -149,46 +154,23 @@ class CollectiveCounter:
         self.reduce_scatter: dict[int, int] = {}  # per FSDP group
         self.seconds = 0.0
         if kind == "ddp":
-            self._count_ddp(module)
+            # DDP takes a communication hook only before its first backward
+            module.register_comm_hook(self, counted_allreduce)
         elif kind in ("fsdp2", "hsdp"):
             self._count_fsdp(module, hsdp=kind == "hsdp")
 
-    def _count_ddp(self, ddp) -> None:
-        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-
-        def counted_allreduce_hook(state, bucket):
-            self.allreduce += 1
-            return default_hooks.allreduce_hook(state, bucket)
-
-        ddp.register_comm_hook(None, counted_allreduce_hook)
-
     def _count_fsdp(self, module: nn.Module, hsdp: bool) -> None:
-        from torch.distributed.fsdp._fully_shard._fsdp_collectives import DefaultReduceScatter
-
         from strategies.collector import fsdp_modules
 
-        counter = self
-
-        class CountedReduceScatter(DefaultReduceScatter):
-            def __init__(self, group: int) -> None:
-                self.group = group
-                counter.reduce_scatter[group] = 0
-
-            def __call__(self, *args: Any, **kwargs: Any):
-                counter.reduce_scatter[self.group] += 1
-                start = time.perf_counter()
-                try:
-                    return super().__call__(*args, **kwargs)
-                finally:
-                    counter.seconds += time.perf_counter() - start
-
-        def after_allreduce(_: torch.Tensor) -> None:
-            self.allreduce += 1
-
+        counted = counted_reduce_scatter()
         for i, group in enumerate(fsdp_modules(module)):
-            group.set_custom_reduce_scatter(CountedReduceScatter(i))
+            group.set_custom_reduce_scatter(counted(self, i))
             if hsdp:  # on a 1-D mesh the hook runs after the reduce-scatter instead
-                group.set_all_reduce_hook(after_allreduce)
+                group.set_all_reduce_hook(self.after_allreduce)
+
+    def after_allreduce(self, _: torch.Tensor) -> None:
+        """HSDP's all-reduce hook: one all-reduce across replicas done."""
+        self.allreduce += 1
 
     def snapshot(self) -> dict[str, Any]:
         return {
@@ -209,6 +191,66 @@ class CollectiveCounter:
             "reduce_scatter_per_group": sorted(set(groups.values())),
             "collective_seconds": after["seconds"] - before["seconds"],
         }
+
+
+def counted_allreduce(counter: CollectiveCounter, bucket):
+    """DDP's communication hook (state: the counter): counts the bucket, then the default
+    all-reduce. One function for every replica, so both sides of a pair run the same code."""
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+    counter.allreduce += 1
+    return default_hooks.allreduce_hook(None, bucket)  # None: the default process group
+
+
+@functools.cache
+def counted_reduce_scatter() -> type:
+    """FSDP2's ``DefaultReduceScatter`` counted (calls per group, host seconds inside): one
+    class, made once, for every replica, so both sides of a pair run the same code."""
+    from torch.distributed.fsdp._fully_shard._fsdp_collectives import DefaultReduceScatter
+
+    class CountedReduceScatter(DefaultReduceScatter):
+        def __init__(self, counter: CollectiveCounter, group: int) -> None:
+            self.counter, self.group = counter, group
+            counter.reduce_scatter[group] = 0
+
+        def __call__(self, *args: Any, **kwargs: Any):
+            self.counter.reduce_scatter[self.group] += 1
+            start = time.perf_counter()
+            try:
+                return super().__call__(*args, **kwargs)
+            finally:
+                self.counter.seconds += time.perf_counter() - start
+
+    return CountedReduceScatter
+
+
+def instrumentation(module: nn.Module) -> list[dict[str, Any]]:
+    """What a wrapped module carries that the harness put there, by kind and not by tally: DDP's
+    registered communication hooks (each hook's name and its state's type), or per FSDP group
+    its reduce-scatter's type and its all-reduce hook; [] for a plain module. Two replicas of a
+    pair must give equal lists."""
+    if isinstance(module, nn.parallel.DistributedDataParallel):
+        return [
+            {"comm_hook": _name(hook), "state": type(state).__name__}
+            for hook, state in module._comm_hooks
+        ]
+    from strategies.collector import fsdp_modules
+
+    return [
+        {
+            "reduce_scatter": type(param_group._reduce_scatter_comm).__qualname__,
+            "all_reduce_hook": _name(param_group._all_reduce_hook),
+        }
+        for group in fsdp_modules(module)
+        for param_group in group._get_fsdp_state()._fsdp_param_groups
+    ]
+
+
+def _name(function: Any) -> str | None:
+    if function is None:
+        return None
+    function = getattr(function, "__func__", function)  # a bound method: its function
+    return f"{function.__module__}.{function.__qualname__}"
 
 
 def gather(value: Any, world: int) -> list[Any]:

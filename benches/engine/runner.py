@@ -8,6 +8,10 @@ Two replicas of the workload's model with the same weights live in the case's pr
   (set_to_none). Its gradients are dropped at the end of its window, inside its clock, so a
   process-wide search (``global``) finds nothing of it while the strategy's windows run.
 
+Under ranks both replicas are wrapped alike and carry the same instrumentation: each its own
+``distributed.CollectiveCounter`` (the same communication hook under DDP, the same counted
+reduce-scatter under FSDP2 and HSDP), so the counting costs both sides of a pair the same.
+
 Both replicas see the same micro-batches and step the same optimizer on the same schedule, so
 their weights stay the same. Pairs alternate their order in blocks of four (S P, S P, P S, P S)
 while the data alternates window by window, so slow drift of the machine hits both sides alike,
@@ -28,6 +32,7 @@ from typing import Any
 import torch
 
 from benches.engine import training
+from benches.engine.distributed import CollectiveCounter
 from benches.engine.envinfo import psi_cpu
 from benches.engine.replicas import fresh_replica, full
 from strategies.collector import synced
@@ -97,8 +102,11 @@ class Loop:
         if module is None:
             module = parallel.wrap(model) if parallel is not None else model
         self.module = module
-        self.forward = training.compiled(module) if recipe.compile else module
         self.distributed = parallel is not None and parallel.kind != "none"
+        # the same instrumentation on every loop's replica, the plain loop's too, before its
+        # first backward: its collectives counted into a tally of its own (``counter``)
+        self.counter = CollectiveCounter(module, parallel.kind if self.distributed else "none")
+        self.forward = training.compiled(module) if recipe.compile else module
         self.clock = Clock(workload.device)
         self.optimizer = training.optimizer(recipe.optimizer, model.parameters())
         self.collector = (
