@@ -131,6 +131,16 @@ def test_a_noisy_or_leaking_strategy_is_left_out(tmp_path):
     assert (d.use, d.left_out) == ("native", ["flat"])
 
 
+def test_a_group_where_every_strategy_ran_under_pressure_has_no_choice_and_says_why(tmp_path):
+    rows = [make_row(s, pressure=0.3, round=r) for s in ("native", "lazy") for r in (0, 1)]
+    report, found = decided(tmp_path, rows)
+    d = found[(1, 0)]
+    assert (d.use, d.left_out) == (None, ["native", "lazy"])
+    assert summary.decision_lines(report) == [
+        "answer at K=1 N=0: none. No strategy finished without CPU pressure or a leak here."
+    ]
+
+
 def test_method_md_quotes_the_rule_the_code_applies():
     text = (ROOT / "docs" / "method.md").read_text()
     section = text.split("## The decision: which strategy to use", 1)[1].split("\n## ", 1)[0]

@@ -78,8 +78,11 @@ def decision_lines(report: Page) -> list[str]:
     out = []
     for d in found:
         where = f"K={d.k} N={d.n:,}" + "".join(f" {a}={d.case[a]}" for a in report.decision_axes)
+        if d.use is None:
+            out.append(f"answer at {where}: none. {d.why}")
+            continue
         ties = ", ".join(s for s in d.ties if s != d.use) or "none"
-        text = f"answer at {where}: use {d.use or '-'} (ties with {ties})"
+        text = f"answer at {where}: use {d.use} (ties with {ties})"
         out.append(text + (f"; open: {'; '.join(d.open)}" if d.open else ""))
     return out
 
