@@ -17,8 +17,8 @@ is the sum of its tokens' gradients, as the protocol's normaliser asks.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
-from torch import nn
+
+from examples.workloads.gpt2 import GPT2Workload
 
 # preset -> (layers, heads, key-value heads, width, expert width, experts, experts per token,
 #            vocabulary, sequence length, sequences per micro-batch)
@@ -30,7 +30,9 @@ SIZES = {
 }
 
 
-class MixtralWorkload:
+class MixtralWorkload(GPT2Workload):
+    """GPT-2's token stream, normaliser and loss (a causal LM's), over a Mixtral model."""
+
     def __init__(self, settings) -> None:
         from transformers import MixtralConfig, MixtralForCausalLM
 
@@ -59,26 +61,6 @@ class MixtralWorkload:
         torch.manual_seed(settings.seed)  # weights built on the CPU: the same on every device
         self.model = MixtralForCausalLM(config).to(self.device)
         self.model.train()
-
-    def batches(self, window: int) -> list[torch.Tensor]:
-        out = []
-        for micro in range(self.settings.accumulate):
-            gen = torch.Generator().manual_seed(hash((self.settings.seed, window, micro)) % 2**31)
-            ids = torch.randint(0, self.vocab, (self.batch, self.seq), generator=gen)
-            out.append(ids.to(self.device))
-        return out
-
-    def normaliser(self, batches: list[torch.Tensor]) -> int:
-        return sum(ids.shape[0] * (ids.shape[1] - 1) for ids in batches)  # predicted tokens
-
-    def loss(self, ids: torch.Tensor, normaliser: float, module: nn.Module) -> torch.Tensor:
-        # the engine applies settings.precision (bf16 weights, or autocast around this call)
-        logits = module(input_ids=ids).logits
-        total = F.cross_entropy(logits[:, :-1].flatten(0, 1), ids[:, 1:].flatten(), reduction="sum")
-        return total / normaliser
-
-    def tokens_per_window(self) -> int:
-        return self.settings.accumulate * self.batch * (self.seq - 1)
 
     def flops_per_window(self) -> int:
         # 6 N per token over the parameters a token runs through: all but the experts it skips
