@@ -11,7 +11,8 @@ export PYTHONPATH=.
 OUT=${OUT:-/tmp/gpu}
 DEVICE=${DEVICE:-cuda}
 mkdir -p "$OUT"
-if [ "$DEVICE" = cuda ]; then BIG=big; BASE=base; BUDGET=150; else BIG=tiny; BASE=tiny; BUDGET=0; fi
+if [ "$DEVICE" = cuda ]; then BIG=big; BASE=base; BUDGET=150; STRATEGIES=all
+else BIG=tiny; BASE=tiny; BUDGET=0; STRATEGIES=native,flat; fi
 { nvidia-smi -L; python -c "import torch; print('torch', torch.__version__)"
   python -c "import numpy, jinja2, matplotlib; print('report deps ok')"; } > "$OUT/machine.txt" 2>&1
 if [ "$DEVICE" = cuda ]; then
@@ -35,7 +36,7 @@ timeout 60 python -m benches run --device "$DEVICE" --preset "$BASE" --accumulat
     --profile --out "$OUT/profile" > "$OUT/profile.txt" 2>&1
 # the sample: every strategy, two precisions
 timeout 180 python -m benches run --device "$DEVICE" --preset "$BASE" --accumulate 4 \
-    --live-tensors 0 --budget "$BUDGET" --precision fp32,bf16-autocast --strategies all --repeat 6 \
+    --live-tensors 0 --budget "$BUDGET" --precision fp32,bf16-autocast --strategies "$STRATEGIES" --repeat 6 \
     --warmup 1 --control native --out "$OUT/sweep" > "$OUT/sweep.txt" 2>&1
 rm -rf "$OUT/sweep/memray" "$OUT/sweep/cases" "$OUT/big/cases" "$OUT/profile/cases"
 echo "done" >> "$OUT/machine.txt"
