@@ -16,7 +16,8 @@ import pytest
 from benches.engine.spec import CaseSpec
 from benches.sweep import arguments, cli
 from benches.sweep.cluster import address, task
-from benches.sweep.cluster.place import Flight, RayPlace, check_pinning, demand, slots
+from benches.sweep.cluster.place import Flight, RayPlace
+from benches.sweep.cluster.resources import check_pinning, demand, slots
 from benches.sweep.outdir import UsageError
 
 ROOT = Path(__file__).resolve().parent.parent

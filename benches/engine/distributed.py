@@ -154,6 +154,9 @@ class CollectiveCounter:
         self.reduce_scatter: dict[int, int] = {}  # per FSDP group
         self.seconds = 0.0
         if kind == "ddp":
+            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+            self.default_allreduce = default_hooks.allreduce_hook  # found once, not per bucket
             # DDP takes a communication hook only before its first backward
             module.register_comm_hook(self, counted_allreduce)
         elif kind in ("fsdp2", "hsdp"):
@@ -196,10 +199,8 @@ class CollectiveCounter:
 def counted_allreduce(counter: CollectiveCounter, bucket):
     """DDP's communication hook (state: the counter): counts the bucket, then the default
     all-reduce. One function for every replica, so both sides of a pair run the same code."""
-    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-
     counter.allreduce += 1
-    return default_hooks.allreduce_hook(None, bucket)  # None: the default process group
+    return counter.default_allreduce(None, bucket)  # None: the default process group
 
 
 @functools.cache

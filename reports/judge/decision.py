@@ -89,7 +89,7 @@ def decide(here: list[Entry], result: VerdictFile, resolution: float | None) -> 
     lead = verdict(use, fastest, "window") if use != fastest else None
     if lead is not None and lead.verdict == Verdict.UNCLEAR:
         out.open.append(f"{use}/{fastest} window: {verdicts.ratio_text(lead)}")
-    out.why = why(out, here, verdict, lead)
+    out.why = why(out, here, lead)
     return out
 
 
@@ -106,7 +106,7 @@ def winner_on_memory(challenger: str, incumbent: str, verdict) -> str | None:
     return None
 
 
-def why(out: Decision, here: list[Entry], verdict, lead) -> str:
+def why(out: Decision, here: list[Entry], lead) -> str:
     """One sentence: how RULE chose ``out.use``."""
     by_name = {e.strategy: e for e in here}
     use, fastest = out.use, out.fastest

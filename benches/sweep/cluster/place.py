@@ -38,17 +38,7 @@ from benches.engine.spec import CaseSpec
 from benches.sweep import launch
 from benches.sweep.arguments import Sweep
 from benches.sweep.cluster import task
-from benches.sweep.cluster.resources import (  # noqa: F401 (the place's seam, as tests call it)
-    check_pinning,
-    cpus,
-    demand,
-    device_of,
-    fix,
-    gpus,
-    pinning_of,
-    slots,
-    threads_of,
-)
+from benches.sweep.cluster.resources import check_pinning, demand, slots
 from benches.sweep.outdir import UsageError
 from benches.sweep.places import ClusterLost
 from reports.schema.row_parts import Placement
