@@ -4,7 +4,9 @@ With ``set_to_none=True`` (PyTorch's default since 2.0) ``.grad`` is dropped, so
 backward of a window *assigns* (AccumulateGrad steals the incoming gradient) and the memory is
 freed between windows. With ``set_to_none=False`` the gradients are zeroed in place, grouped by
 device and dtype with ``_foreach_zero_`` as ``Optimizer.zero_grad`` does.
-Cost: one Python loop over the parameters; no kernels with ``set_to_none``.
+Both run over the collector's parameter list, as ``Optimizer.zero_grad`` runs over its
+parameter groups (the plain loop's call), not ``Module.zero_grad``, which walks the module tree
+on every call. Cost: one Python loop over the parameters; no kernels with ``set_to_none``.
 """
 
 from __future__ import annotations
@@ -24,22 +26,10 @@ class NativeStrategy(Strategy):
             raise ValueError(f"set_to_none {set_to_none!r} is not a bool; valid: true, false")
         self.set_to_none = set_to_none
 
-    def attach(self, collector) -> None:
-        # Module.zero_grad is the native call, but only when it touches nothing but the target
-        # (grad_req null parameters have no .grad, so they don't count)
-        module = collector.module
-        ours = {id(p) for p in collector.params} | {id(p) for p in collector.null_params}
-        self._module = (
-            module
-            if module is not None and all(id(p) in ours for p in module.parameters())
-            else None
-        )
-
     def reset(self, collector) -> None:
-        if self._module is not None:
-            self._module.zero_grad(set_to_none=self.set_to_none)
-            return
-        # a list target, or a module with grad_req null parameters: the same as zero_grad
+        # what Optimizer.zero_grad does, over the collector's parameter list: Module.zero_grad
+        # walks the module tree on every call (about 0.2 ms on the tiny preset's 57 modules,
+        # 0.3% of a K=8 window and more at K=1), a cost the plain loop does not pay
         groups: dict[tuple, list[torch.Tensor]] = defaultdict(list)
         for p in collector.params:
             if p.grad is None:
