@@ -182,6 +182,16 @@ def bench(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON, reuse_venv=True, default=False)
+def samples(session: nox.Session) -> None:
+    """Re-measure the committed samples (reports/samples/) on today's engine, each with the flags
+    its run.json recorded, then rewrite the docs' figures made from them (scripts/samples.py).
+    `nox -s samples -- NAME ...` measures those only; a CUDA sample needs a GPU."""
+    install_project(session, "bench")
+    session.run("python", "scripts/samples.py", "measure", *session.posargs)
+    session.run("python", "scripts/samples.py", "docs")
+
+
+@nox.session(python=PYTHON, reuse_venv=True, default=False)
 def profile(session: nox.Session) -> None:
     """The sweep with --profile: a torch.profiler trace per case, operators per phase vs plain."""
     args, _, _ = sweep_setup(session)

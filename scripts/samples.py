@@ -1,0 +1,398 @@
+"""The committed sample reports, re-measured on today's engine, and the docs' measured figures
+made from their files (docs/development.md, "The samples and the docs' figures").
+
+    python scripts/samples.py measure [NAME ...]   # re-run each sample's sweep, replace its files
+    python scripts/samples.py docs [--check]       # rewrite (or check) the docs' generated blocks
+
+``measure`` runs each sample's sweep with the flags its run.json recorded (``env.argv``), into a
+scratch folder, and only then replaces the sample's files: a failed sweep leaves the committed
+sample as it was. A CUDA sample is kept unless this machine has a GPU. It also writes the
+sample's ``sample.json``: the command and its wall time, which no other file holds.
+
+``docs`` rewrites every block between ``<!-- samples: NAME -->`` and ``<!-- /samples -->`` in
+README.md, docs/method.md and docs/sweep.md from the committed samples; ``--check`` changes
+nothing and exits 1 naming each block that differs (tests/test_samples.py does the same).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ROOT / "reports" / "samples"
+#: the files a sample keeps: the sweep's (its folder's run.json, rows, verdicts and page) and ours
+KEPT = ("run.json", "results.jsonl", "verdicts.json", "index.html")
+SAMPLE = "sample.json"
+#: the documents whose generated blocks come from the samples
+DOCUMENTS = ("README.md", "docs/method.md", "docs/sweep.md")
+BLOCK = re.compile(r"(<!-- samples: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /samples -->)", re.S)
+#: a short form for the tests: the same sweep with two pairs per process and no added rounds
+SMOKE = ("--budget", "0", "--repeat", "2")
+
+sys.path.insert(0, str(ROOT))
+
+
+class UsageError(Exception):
+    """A bad command line: one line, exit 2."""
+
+
+# -- measuring ------------------------------------------------------------------------------------
+def recorded_argv(directory: Path) -> list[str]:
+    """The sweep's arguments as the sample's run.json recorded them, without ``run`` and
+    ``--out``: what ``python -m benches run`` is given again."""
+    argv = json.loads((directory / "run.json").read_text())["env"]["argv"][1:]
+    if argv[:1] == ["run"]:
+        argv = argv[1:]
+    out: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--out":
+            skip = True
+        elif not arg.startswith("--out="):
+            out.append(arg)
+    return out
+
+
+def needs_gpu(argv: list[str]) -> bool:
+    return "cuda" in argv[argv.index("--device") + 1 :][:1] if "--device" in argv else False
+
+
+def last_wall(directory: Path) -> float | None:
+    """The wall time of the sample's last measurement (its sample.json), if recorded."""
+    try:
+        return float(json.loads((directory / SAMPLE).read_text())["wall_s"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def clock(seconds: float) -> str:
+    minutes, sec = divmod(round(seconds), 60)
+    return f"{minutes}:{sec:02d}"
+
+
+def plan(
+    names: list[str], has_gpu: bool, flags: list[str] | None = None
+) -> tuple[list[str], list[str]]:
+    """(the samples to measure, the ones kept and why); a name that is not a sample is a usage
+    error unless ``flags`` make it a new one."""
+    known = sorted(p.name for p in SAMPLES.iterdir() if (p / "run.json").exists())
+    if flags is not None and len(names) != 1:
+        raise UsageError(f"--flags sets one sample's sweep; name one sample, not {len(names)}")
+    for name in names:
+        if name not in known and flags is None:
+            raise UsageError(
+                f"unknown sample {name!r}; valid: {', '.join(known)} (a new one needs --flags)"
+            )
+    todo, kept = [], []
+    for name in names or known:
+        argv = flags if flags is not None else recorded_argv(SAMPLES / name)
+        if needs_gpu(argv) and not has_gpu:
+            kept.append(f"{name} kept (its sweep runs on CUDA; this machine has no GPU)")
+        else:
+            todo.append(name)
+    return todo, kept
+
+
+def estimate(todo: list[str]) -> str:
+    """How long the measurement will take, from each sample's last wall time."""
+    walls = {name: last_wall(SAMPLES / name) for name in todo}  # a new sample: None
+    known = [w for w in walls.values() if w is not None]
+    parts = [
+        f"{n} ({clock(w)} last time)" if w else f"{n} (not timed before)" for n, w in walls.items()
+    ]
+    total = f"about {clock(sum(known))}" if known else "unknown"
+    if known and len(known) < len(walls):
+        total += " and more"
+    return f"re-measuring {', '.join(parts)}: {total}; keep the machine quiet meanwhile"
+
+
+def measure(name: str, scratch: Path, smoke: bool = False, flags: list[str] | None = None) -> float:
+    """Run sample ``name``'s sweep again (or with ``flags``) into ``scratch``, its files and its
+    ``sample.json`` there; the wall time in seconds. A failed sweep raises."""
+    argv = flags if flags is not None else recorded_argv(SAMPLES / name)
+    argv = argv + (list(SMOKE) if smoke else [])
+    command = [sys.executable, "-m", "benches", "run", *argv, "--out", str(scratch)]
+    started = time.perf_counter()
+    subprocess.run(command, cwd=ROOT, check=True)
+    wall = time.perf_counter() - started
+    missing = [f for f in KEPT if not (scratch / f).exists()]
+    if missing:
+        raise RuntimeError(f"sample {name}: the sweep wrote no {', '.join(missing)}")
+    shown = " ".join(shlex.quote(a) for a in ["python", "-m", "benches", "run", *argv])
+    (scratch / SAMPLE).write_text(json.dumps({"command": shown, "wall_s": round(wall, 1)}) + "\n")
+    return wall
+
+
+def keep(scratch: Path, into: Path) -> None:
+    """A measured sample's files in its folder (replacing the old ones)."""
+    into.mkdir(parents=True, exist_ok=True)
+    for f in (*KEPT, SAMPLE):
+        shutil.copyfile(scratch / f, into / f)
+
+
+# -- the figures ----------------------------------------------------------------------------------
+def _verdicts(directory: Path) -> dict:
+    return json.loads((directory / "verdicts.json").read_text())
+
+
+def _run(directory: Path) -> dict:
+    return json.loads((directory / "run.json").read_text())
+
+
+def _sample(directory: Path) -> dict:
+    return json.loads((directory / SAMPLE).read_text())
+
+
+def groups(verdicts: dict) -> list[tuple]:
+    """The sweep's groups, in verdicts.json's order of decisions: (k, n, settings)."""
+    return [(d["k"], d["n"], d["case"]) for d in verdicts["decisions"]]
+
+
+def group_label(group: tuple, every: list[tuple]) -> str:
+    """K and N, and the settings that differ between the sweep's groups."""
+    k, n, case = group
+    varies = [a for a in case if len({json.dumps(g[2].get(a)) for g in every}) > 1]
+    return f"K={k}, N={n:,}" + "".join(f", {a} {case[a]}" for a in varies)
+
+
+def decided(verdicts: dict, group: tuple) -> tuple[int, int]:
+    """(time comparisons decided: lower, higher or same; time comparisons) in a group."""
+    k, n, case = group
+    found = [
+        c
+        for c in verdicts["comparisons"]
+        if c["metric"] == "window" and (c["k"], c["n"]) == (k, n) and _same_case(c, case)
+    ]
+    return sum(c["verdict"] != "unclear" for c in found), len(found)
+
+
+def _same_case(record: dict, case: dict) -> bool:
+    return all(record.get("case", {}).get(a) == v for a, v in case.items())
+
+
+def resolution(verdicts: dict, group: tuple) -> float:
+    k, n, case = group
+    (floor,) = [
+        f for f in verdicts["noise_floor"] if (f["k"], f["n"]) == (k, n) and f["case"] == case
+    ]
+    return floor["resolution"]
+
+
+def percent(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def where_time_went(directory: Path, top: int = 3) -> str:
+    """The steps that took most of the cases' processes' time (the report's own sum)."""
+    from reports.judge.rows import read
+    from reports.page.runinfo import wall_time
+
+    wall = wall_time(read(directory))
+    return ", ".join(
+        f"{step.step.replace('_', ' ')} {percent(step.share)}" for step in wall.steps[:top]
+    )
+
+
+def processes(directory: Path) -> tuple[int, int]:
+    from reports.judge.rows import read
+    from reports.page.runinfo import wall_time
+
+    wall = wall_time(read(directory))
+    return wall.processes, wall.time_only
+
+
+def machine(directory: Path) -> str:
+    env = _run(directory)["env"]
+    commit = (env.get("git_commit") or "?")[:7] + ("+dirty" if env.get("git_dirty") else "")
+    return f"{env.get('cpu_count')} cores, torch {env.get('torch')}, commit {commit}"
+
+
+# -- the generated blocks -------------------------------------------------------------------------
+def default_sweep_table() -> str:
+    """docs/method.md: what the sample sweeps decide, per group."""
+    lines = [
+        "| sample | command | wall time | processes (time-only) | time comparisons decided "
+        "| resolution | where the processes' time went |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name in ("tiny-cpu", "tiny-cpu-bf16"):
+        d = SAMPLES / name
+        v, s = _verdicts(d), _sample(d)
+        every = groups(v)
+        counts = [decided(v, g) for g in every]
+        shares = "; ".join(
+            f"{group_label(g, every)}: {a} of {b}" for g, (a, b) in zip(every, counts, strict=True)
+        )
+        total = f"{sum(a for a, _ in counts)} of {sum(b for _, b in counts)} ({shares})"
+        res = sorted({resolution(v, g) for g in every})
+        span = percent(res[0]) + (f" to {percent(res[-1])}" if len(res) > 1 else "")
+        proc, time_only = processes(d)
+        lines.append(
+            f"| [{name}](../reports/samples/{name}/index.html) ({machine(d)}) | `{s['command']}` "
+            f"| {clock(s['wall_s'])} | {proc} ({time_only}) | {total} | {span} "
+            f"| {where_time_went(d)} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def quick_table() -> str:
+    """docs/sweep.md: what the --quick sample measured."""
+    d = SAMPLES / "quick-cpu"
+    v, s = _verdicts(d), _sample(d)
+    (group,) = groups(v)
+    a, b = decided(v, group)
+    proc, _ = processes(d)
+    rows = [
+        ("command", f"`{s['command']}`"),
+        ("machine", machine(d)),
+        ("wall time of the sweep and its report", clock(s["wall_s"])),
+        (f"resolution at {group_label(group, [group])}", percent(resolution(v, group))),
+        ("time comparisons decided (not `unclear`)", f"{a} of {b}"),
+        ("processes", str(proc)),
+        ("where the processes' time went", where_time_went(d)),
+    ]
+    lines = ["| figure | [quick-cpu](../reports/samples/quick-cpu/) |", "|---|---|"]
+    return "\n".join(lines + [f"| {k} | {val} |" for k, val in rows]) + "\n"
+
+
+def quick_sentence() -> str:
+    """README.md: one sentence of the --quick sample's figures."""
+    d = SAMPLES / "quick-cpu"
+    v, s = _verdicts(d), _sample(d)
+    (group,) = groups(v)
+    a, b = decided(v, group)
+    cores = _run(d)["env"].get("cpu_count")
+    return (
+        f"On a {cores}-core CPU its sweep took {clock(s['wall_s'])} and decided {a} of its {b} "
+        f"time comparisons at a {percent(resolution(v, group))} resolution "
+        "([docs/sweep.md](docs/sweep.md#a-first-answer---quick) has the figures, from the "
+        "committed sample `reports/samples/quick-cpu`).\n"
+    )
+
+
+def answer_excerpt() -> str:
+    """README.md: the tiny-cpu sample's answer, as its page opens, and two of its records."""
+    v = _verdicts(SAMPLES / "tiny-cpu")
+    every = groups(v)
+    ds = v["decisions"]
+    uses = {d["use"] for d in ds}
+    if len(uses) == 1 and None not in uses:
+        ks = ", ".join(str(k) for k in sorted({d["k"] for d in ds}))
+        ns = ", ".join(f"{n:,}" for n in sorted({d["n"] for d in ds}))
+        head = f"> **Use `{ds[0]['use']}` at every setting this sweep measured"
+        head += f" ({len(ds)} groups: K={ks}, N={ns}).**" if len(ds) > 1 else ".**"
+    else:
+        head = "> **The strategy to use differs between the settings measured:** " + "; ".join(
+            f"{group_label(g, every)}: {d['use'] or 'none'}" for g, d in zip(every, ds, strict=True)
+        )
+    lines = [head, ">"]
+    opened = [(g, d) for g, d in zip(every, ds, strict=True) if d["open"]]
+    if opened:
+        text = "; ".join(f"{group_label(g, every)}: {'; '.join(d['open'])}" for g, d in opened)
+        lines += [f"> Open: {text}.", ">"]
+    lines.append(f"> Why, per group: ... {group_label(every[0], every)}: {ds[0]['why']} ...")
+    first = {k: ds[0][k] for k in ("k", "n", "use", "fastest", "ties", "slower", "by", "open")}
+    window = [c for c in v["comparisons"] if c["metric"] == "window" and c["b"] == ds[0]["use"]]
+    widest = max(window, key=lambda c: c["ratio"])
+    shown = {k: widest[k] for k in ("a", "b", "k", "n", "metric", "verdict")}
+    shown.update({k: round(widest[k], 3) for k in ("ratio", "ci_low", "ci_high")})
+    lines += ["", "and its `verdicts.json` holds the same answer per group, beside one record per"]
+    lines += ["comparison:", "", "```json", json.dumps(first), json.dumps(shown), "```"]
+    return "\n".join(lines) + "\n"
+
+
+BLOCKS: dict[str, Callable[[], str]] = {
+    "default-sweeps": default_sweep_table,
+    "quick-table": quick_table,
+    "quick-sentence": quick_sentence,
+    "answer": answer_excerpt,
+}
+
+
+def stale_blocks(write: bool = False) -> list[str]:
+    """Each generated block of the documents that differs from what the samples' files give
+    ("FILE: NAME"); ``write`` rewrites them. An unknown block name is stale too."""
+    stale = []
+    for document in DOCUMENTS:
+        path = ROOT / document
+        text = path.read_text()
+
+        def fill(match: re.Match, document: str = document) -> str:
+            name = match["name"]
+            make = BLOCKS.get(name)
+            body = make() if make else None
+            if body != match["body"]:
+                stale.append(f"{document}: {name}" + ("" if make else " (no such block)"))
+            return match.group(1) + (body or match["body"]) + match.group(4)
+
+        new = BLOCK.sub(fill, text)
+        if write and new != text:
+            path.write_text(new)
+    return stale
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python scripts/samples.py", description=__doc__.split("\n")[0]
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    m = sub.add_parser("measure", help="re-run the samples' sweeps and replace their files")
+    m.add_argument(
+        "names", nargs="*", help="samples to measure (default: every one this machine can)"
+    )
+    m.add_argument("--smoke", action="store_true", help=f"add {' '.join(SMOKE)} (a quick check)")
+    m.add_argument("--into", type=Path, help="write into DIR/NAME instead of reports/samples/NAME")
+    m.add_argument(
+        "--flags",
+        help="the sweep's flags for one sample, new or changed (quoted); else its run.json's",
+    )
+    d = sub.add_parser("docs", help="rewrite the docs' blocks made from the samples")
+    d.add_argument("--check", action="store_true", help="change nothing; exit 1 if any is stale")
+    args = parser.parse_args(argv)
+    if args.command == "docs":
+        stale = stale_blocks(write=not args.check)
+        for line in stale:
+            print(("stale: " if args.check else "rewrote: ") + line)
+        return 1 if stale and args.check else 0
+    import torch
+
+    flags = shlex.split(args.flags) if args.flags is not None else None
+    try:
+        todo, kept = plan(args.names, torch.cuda.is_available(), flags)
+    except UsageError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    for line in kept:
+        print(line)
+    print(estimate(todo), flush=True)
+    # every sweep runs before any sample's files change: a sample written into the checkout
+    # would make the next sweep's commit dirty; a failed one keeps those measured before it
+    measured: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="samples-") as scratch:
+        try:
+            for name in todo:
+                wall = measure(name, Path(scratch) / name, smoke=args.smoke, flags=flags)
+                print(f"{name}: {clock(wall)}", flush=True)
+                measured.append(name)
+        finally:
+            for name in measured:
+                into = (args.into / name) if args.into else SAMPLES / name
+                keep(Path(scratch) / name, into)
+                print(f"{name} -> {into}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
