@@ -30,9 +30,25 @@ from benches.engine import bound
 from benches.engine.bound import Bound as Workload
 from benches.workloads import protocol
 
-# Every strategy the suite knows, written out: asv parameters must not depend on the installed
-# version (numpy's rule), or results of different commits would not line up.
-STRATEGIES = ["global", "block", "native", "lazy", "foreach", "flat", "main_grad"]
+
+def _builtin_strategies() -> list[str]:
+    """The built-in strategies as the working tree lists them (``strategies/registry.py``'s
+    ``BUILTIN`` literal, read from the file, not imported): asv parameters must not depend on the
+    version asv installed for a commit (numpy's rule), or results of commits would not line up."""
+    import ast
+    from pathlib import Path
+
+    source = Path(__file__).resolve().parent.parent / "strategies" / "registry.py"
+    for node in ast.parse(source.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.AnnAssign | ast.Assign):
+            targets = [node.target] if isinstance(node, ast.AnnAssign) else node.targets
+            if any(isinstance(t, ast.Name) and t.id == "BUILTIN" for t in targets):
+                return list(ast.literal_eval(node.value))
+    raise RuntimeError(f"no BUILTIN literal in {source}")
+
+
+# Every strategy the suite knows
+STRATEGIES = _builtin_strategies()
 PRESET = os.environ.get("ZEROGRAD_ASV_PRESET", "tiny")
 # importable in asv's environments: benches/ and the linked reports/ and examples/ (asv.conf.json)
 WORKLOAD = os.environ.get("ZEROGRAD_ASV_WORKLOAD", protocol.DEFAULT)

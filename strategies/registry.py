@@ -10,6 +10,18 @@ from typing import Any
 from strategies.base import Strategy
 
 ENTRY_POINT_GROUP = "zerograd.strategies"
+#: the built-in strategies, the one list of them: name -> "module:Class" under strategies/, in
+#: the order the docs list them. ``strategies`` registers each; asv's suites read this literal
+#: from the working tree's file (benches/asv_common.py), so keep it a literal.
+BUILTIN = {
+    "global": "global_search:GlobalStrategy",
+    "block": "block:BlockStrategy",
+    "native": "native:NativeStrategy",
+    "lazy": "lazy:LazyStrategy",
+    "foreach": "foreach:ForeachStrategy",
+    "flat": "flat:FlatStrategy",
+    "main_grad": "main_grad:MainGradStrategy",
+}
 
 Factory = Callable[..., Strategy]
 

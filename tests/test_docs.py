@@ -339,3 +339,23 @@ def test_a_command_with_its_arguments_dropped_is_not_a_shortening():
     assert not shortens(("nox", "-s", "bench", "--", "--quick"), ("nox", "-s", "bench"))
     assert not shortens(("nox", "-s", "asv"), ("nox", "-s", "bench", "asv"))
     assert not shortens(("python", "-m", "x"), ("python3", "-m", "x"))
+
+
+def readme_strategies(text: str) -> list[str]:
+    """The strategies the README's table names, in its order (the first cell of each row)."""
+    section = text.split("## The strategies", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"^\| `([^`]+)` \|", section, re.M)
+
+
+def test_the_readme_strategies_table_names_every_built_in_strategy_in_order():
+    import strategies
+
+    names = readme_strategies((ROOT / "README.md").read_text())
+    assert names == list(strategies.BUILTIN)
+    assert sorted(names) == strategies.available()
+
+
+def test_a_strategy_missing_from_the_readme_table_is_found():
+    text = (ROOT / "README.md").read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| `lazy` |"))
+    assert "lazy" not in readme_strategies(text.replace(row + "\n", ""))

@@ -32,6 +32,7 @@ import torch
 
 from benches.engine import (
     bound,
+    builds,
     costmodel,
     distributed,
     gradients,
@@ -168,6 +169,8 @@ def setup(spec: CaseSpec) -> bound.Bound:
     """Cores, threads, plugins, this rank's device and process group, and the workload."""
     if spec.pin:  # first: every thread started after this inherits the cores
         process.pin_cores(spec.threads)
+    if spec.base:  # --base: the base build's package, for its strategies' loops
+        builds.activate(spec.out_dir, spec.base)
     torch.set_num_threads(spec.threads)
     for module in spec.plugins:
         importlib.import_module(module)

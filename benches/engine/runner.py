@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from benches.engine import training
+from benches.engine import builds, training
 from benches.engine.distributed import CollectiveCounter
 from benches.engine.envinfo import psi_cpu
 from benches.engine.replicas import fresh_replica, full
@@ -63,12 +63,12 @@ class Clock:
 
 
 def make_strategy(label: str):
-    """A strategy instance from its case label, ``name`` or ``name:k=v:k2=v2`` (its options)."""
-    import strategies
+    """A strategy instance from its case label, ``name`` or ``name:k=v:k2=v2`` (its options), of
+    the build the label names (``name@base``: the base build's, ``engine.builds``)."""
     from benches.engine.spec import parse_options
 
-    name, _, options = label.partition(":")
-    return strategies.get(name, **parse_options(options))
+    options = label.partition(":")[2]
+    return builds.package_of(label).get(builds.strategy_name(label), **parse_options(options))
 
 
 class Loop:
@@ -89,8 +89,6 @@ class Loop:
         module: torch.nn.Module | None = None,
         recipe: training.Recipe | None = None,
     ) -> None:
-        import strategies
-
         self.workload, self.model = workload, model
         # a Bound workload has the case's recipe; a bare one (tests) trains the default way
         own = getattr(workload, "recipe", None) or training.Recipe()
@@ -109,8 +107,9 @@ class Loop:
         self.forward = training.compiled(module) if recipe.compile else module
         self.clock = Clock(workload.device)
         self.optimizer = training.optimizer(recipe.optimizer, model.parameters())
+        # the collector of the strategy's build: the base build's core for ``name@base``
         self.collector = (
-            strategies.GradientCollector(
+            builds.package_of(strategy).GradientCollector(
                 self.module, strategy=make_strategy(strategy), grad_sync=grad_sync
             )
             if strategy

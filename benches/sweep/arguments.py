@@ -22,7 +22,7 @@ from benches.workloads.transformer import PRESETS
 from reports.judge.rows import spell
 from reports.judge.verdicts import DEFAULT_MIN_EFFECT
 from reports.schema.records import RecordError, RunFile
-from reports.schema.settings import FIXED, FixedSettings
+from reports.schema.settings import BASE, FIXED, FixedSettings, is_base
 
 DEVICES = ("auto", "cpu", "cuda")
 BASELINE_GONE = "baseline"
@@ -98,6 +98,8 @@ class Sweep(FixedSettings):
     cluster: str | None = None  # --cluster: a Ray cluster's address, or None (this machine)
     per_node: int | None = None  # --per-node: processes at once per node (None: the default)
     exclusive: bool = False  # --exclusive: one process per node
+    # --base: the sweep's strategies the base build lacks, each with why (measured at head only)
+    base_missing: list[str] = dataclasses.field(default_factory=list)
 
 
 def setting_value(args: argparse.Namespace, f: dataclasses.Field) -> Any:
@@ -166,6 +168,10 @@ def resolve(args: argparse.Namespace, nodes: list[dict[str, Any]] | None = None)
     pairs = (fixed["repeat"], fixed["warmup"])
     timeout = case_timeout(args, device, preset, max(accumulate), pairs, parallel)
     out = output_dir(args)
+    base_missing: list[str] = []
+    fixed["base"] = fixed["base"] or ""  # not given: the working tree alone
+    if fixed["base"] and not waiting:
+        fixed["base"], names, base_missing = base_build(fixed["base"], out, names, cluster)
     fixed.update(
         preset=preset,
         device=device,
@@ -193,6 +199,7 @@ def resolve(args: argparse.Namespace, nodes: list[dict[str, Any]] | None = None)
         min_effect=min_effect,
         control=control,
         quick=getattr(args, "quick", False),
+        base_missing=base_missing,
         **where,
     )
     if cluster and not waiting:
@@ -202,6 +209,23 @@ def resolve(args: argparse.Namespace, nodes: list[dict[str, Any]] | None = None)
     if args.resume and not waiting:
         same_settings(sweep)
     return sweep
+
+
+def base_build(
+    ref: str, out: Path, names: list[str], cluster: str | None
+) -> tuple[str, list[str], list[str]]:
+    """--base REF: its commit, the strategies with their base twins, the ones it lacks
+    (``benches.sweep.base``); on this machine only (the base build lies in --out)."""
+    if cluster:
+        raise UsageError(
+            "--base runs on this machine only (the base build is written into --out); "
+            "valid: drop --cluster, or --base"
+        )
+    from benches.sweep import base
+
+    if any(is_base(name) for name in names):
+        raise UsageError(f"--strategies names a base twin ({BASE}); --base adds them itself")
+    return base.prepare(ref, out, names)
 
 
 def cluster_settings(args: argparse.Namespace, joined: bool = False) -> dict[str, Any]:
@@ -260,6 +284,7 @@ GIVEN = {
     "world_size": "--world-size",
     "min_effect": "--min-effect",
     "clip_norm": "--clip-norm",
+    "base": "--base",
 }
 
 

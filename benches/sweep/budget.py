@@ -12,6 +12,7 @@ import time
 from benches.engine import results
 from benches.engine.spec import CaseSpec
 from benches.sweep.arguments import Sweep
+from reports.schema.settings import group_of, group_of_record
 from reports.schema.verdict_records import Verdict
 
 
@@ -24,9 +25,9 @@ def process_started() -> float:
 
 
 def wall_kind(spec: CaseSpec) -> tuple:
-    """What a time-only process's wall time depends on: its loop (K, N, precision) and how many
+    """What a time-only process's wall time depends on: its group (K, N, the loop) and how many
     strategies it holds (a rotated process of six at K=4 took 25-49 s here, global alone 2-7 s)."""
-    return (spec.accumulate, spec.live_tensors, spec.precision, len(spec.rotation))
+    return (*group_of(spec), len(spec.rotation))
 
 
 def expected_wall(walls: dict[tuple, list[float]], spec: CaseSpec) -> float:
@@ -39,7 +40,7 @@ def expected_wall(walls: dict[tuple, list[float]], spec: CaseSpec) -> float:
 
 
 def open_groups(sweep: Sweep) -> tuple[set[tuple], int]:
-    """The groups (K, N, grad_sync, precision) with a strategy comparison on time that is still
+    """The groups (``settings.group_of``) with a strategy comparison on time that is still
     ``unclear``, and how many such comparisons there are."""
     from reports.judge import verdicts
     from reports.judge.rows import pooled
@@ -48,7 +49,7 @@ def open_groups(sweep: Sweep) -> tuple[set[tuple], int]:
     control = sweep.control if sweep.control != "none" else None
     judged = verdicts.verdicts(entries, sweep.min_effect, sweep.looks, control)
     unclear = [c for c in judged.comparisons if c.timed and c.verdict == Verdict.UNCLEAR]
-    groups = {(c.k, c.n, c.case["grad_sync"], c.case["precision"]) for c in unclear}
+    groups = {group_of_record(c.k, c.n, c.case) for c in unclear}
     return groups, len(unclear)
 
 
@@ -59,7 +60,7 @@ SOLO = ("global",)  # searches every live tensor of its process: never shares on
 
 
 def round_specs(group_cases: list[CaseSpec], round_: int, rotate: bool) -> list[CaseSpec]:
-    """The time-only processes of one added round: per group (K, N, flavour, precision) one
+    """The time-only processes of one added round: per group (``settings.group_of``) one
     process of its strategies rotated with the plain loop (``engine.rotation``), besides one of
     its own for each ``SOLO`` strategy; each in a process of its own where ``rotate`` is off, or
     under ranks, compile or --compare-settings (one replica per loop there)."""
@@ -71,9 +72,7 @@ def round_specs(group_cases: list[CaseSpec], round_: int, rotate: bool) -> list[
     for c in added:
         shared = c.strategy not in SOLO and c.parallel == "none" and not c.compile
         if rotate and shared and not c.compare_settings:
-            by_group.setdefault(
-                (c.accumulate, c.live_tensors, c.grad_sync, c.precision), []
-            ).append(c)
+            by_group.setdefault(group_of(c), []).append(c)
     rotated = [cs for cs in by_group.values() if len(cs) >= 2]
     alone = [c for c in added if not any(c in cs for cs in rotated)]
     leads = [dataclasses.replace(cs[0], rotation=[c.label for c in cs]) for cs in rotated]

@@ -18,14 +18,14 @@ from benches.engine.case import measure
 from benches.sweep.arguments import UsageError, resolve
 from benches.sweep.plan import cases
 from benches.sweep.values import int_value
+from reports.schema.settings import SETTINGS
 
-# the sweep's axes: a case has one value of each
+# the sweep's axes (the swept settings, by the sweep's name for each): a case has one value of
+# each, given by the same flag (``--strategy`` here for ``--strategies``)
 AXES = {
-    "strategies": "--strategy",
-    "accumulate": "--accumulate",
-    "live_tensors": "--live-tensors",
-    "precision": "--precision",
-    "grad_sync": "--grad-sync",
+    f.metadata["dest"] or f.name: "--strategy" if f.name == "strategy" else f.metadata["flag"]
+    for f in SETTINGS
+    if f.metadata["swept"]
 }
 
 

@@ -45,6 +45,7 @@ from benches.sweep.places import ClusterLost, Local, Place
 from benches.sweep.plan import cases
 from reports.judge.rows import case_key
 from reports.schema.records import RUN, RunFile
+from reports.schema.settings import group_of
 
 __all__ = ["CONTROL_PROCESSES", "build_parser", "cases", "main", "resolve"]
 # python -m benches COMMAND: the sweep's own, then the micro-benchmarks (benches/__main__.py)
@@ -294,11 +295,7 @@ class SweepRun:
             # each look doubles what the last added (1, 2, 4, ... rounds): few looks, many
             # processes
             rounds = range(next_round, next_round + 2 ** (look - 1))
-            here = [
-                c
-                for c in first
-                if (c.accumulate, c.live_tensors, c.grad_sync, c.precision) in groups
-            ]
+            here = [c for c in first if group_of(c) in groups]
             specs = [s for r in rounds for s in round_specs(here, r, sweep.rotate)]
             while len(specs) < self.place.capacity:  # a look fills the cluster's slots
                 rounds = range(rounds[0], rounds[-1] + 2)

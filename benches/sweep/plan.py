@@ -4,32 +4,34 @@ is spelled and identified as a sweep's."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from benches.engine.spec import CaseSpec
 from benches.sweep.arguments import Sweep, UsageError, case_settings
+from reports.schema.settings import SWEPT
 
 
 def cases(sweep: Sweep, run_id: str, git: dict[str, Any]) -> list[CaseSpec]:
-    """Every (strategy, K, N, flavour, precision, round), the order rotating from group to group
-    and round to round.
+    """Every strategy at every combination of the swept settings (``settings.SWEPT``: K, N,
+    flavour, precision, ...), in every round, the order rotating from group to group and round
+    to round.
 
     With one round, the control strategy runs in ``sweep.controls`` processes at every (K, N)
     (rounds 1, 2, ... marked ``control``): the spread between its processes is the
     between-process noise, measured at every (K, N) of every sweep.
     """
+    # the swept settings but the strategy: the sweep holds each one's values under its name
+    axes = [name for name in SWEPT if name != "strategy"]
     groups = [
-        (k, n, f, p)
-        for p in sweep.precision
-        for k in sweep.accumulate
-        for n in sweep.live_tensors
-        for f in sweep.grad_sync
+        dict(zip(axes, values, strict=True))
+        for values in itertools.product(*(getattr(sweep, name) for name in axes))
     ]
     control = sweep.control
     settings = case_settings(sweep)
     out = []
     for round_ in range(sweep.rounds):
-        for g, (k, n, flavour, precision) in enumerate(groups):
+        for g, group in enumerate(groups):
             names = [(name, round_, False) for name in sweep.strategies]
             # with one round, the control's extra processes, spread through the group
             if sweep.rounds == 1 and control != "none":
@@ -45,10 +47,7 @@ def cases(sweep: Sweep, run_id: str, git: dict[str, Any]) -> list[CaseSpec]:
                     CaseSpec(
                         strategy=name,
                         options=options,
-                        accumulate=k,
-                        live_tensors=n,
-                        grad_sync=flavour,
-                        precision=precision,
+                        **group,
                         **settings,
                         memray=sweep.memray,
                         keep_captures=sweep.keep_captures,

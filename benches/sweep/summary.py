@@ -58,6 +58,8 @@ def print_summary(
             f"the CPU ({noise_rule(report)}): they are left out of the answer; rerun on a quiet "
             "machine or with --threads 1"
         )
+    for line in build_lines(report):
+        console.print(escape(line))
     for line in decision_lines(report):
         console.print(escape(line))
     answer = report.answer
@@ -67,6 +69,20 @@ def print_summary(
         mark = "[green]PASS[/green]" if target.ok else "[red]FAIL[/red]"
         text = f"{target.target}: {target.value} (target {target.limit})"
         console.print(f"{mark} {escape(text)}")
+
+
+def build_lines(report: Page) -> list[str]:
+    """--base: each strategy's window, working tree against base, one line per case."""
+    out = []
+    for line in report.builds:
+        c = line.get("window")
+        if c is not None:
+            out.append(
+                f"working tree against base {report.base[:12]}: {line['strategy']} "
+                f"K={line['k']} N={line['n']:,} window {c.verdict}, {ratio_text(c)}"
+            )
+    out += [f"measured at the working tree only: {m}" for m in report.base_missing]
+    return out
 
 
 def decision_lines(report: Page) -> list[str]:

@@ -15,6 +15,7 @@ from collections import defaultdict
 from reports.judge import verdicts
 from reports.judge.rows import strategy_order
 from reports.schema.records import Entry
+from reports.schema.settings import is_base
 from reports.schema.verdict_records import Decision, Verdict, VerdictFile
 
 RULE = (
@@ -31,10 +32,11 @@ MEMORY = ("peak_memory", "held_memory")
 
 
 def decisions(entries: list[Entry], result: VerdictFile) -> list[Decision]:
-    """One decision per group of ``entries`` that finished, in verdicts.json's group order."""
+    """One decision per group of ``entries`` that finished, in verdicts.json's group order; the
+    base build's twins (``--base``) are no candidates: the answer is the working tree's."""
     groups: dict[tuple, list[Entry]] = defaultdict(list)
     for e in entries:
-        if e.phases:
+        if e.phases and not is_base(e.strategy):
             groups[verdicts.group_key(e)].append(e)
     floors = {(g.k, g.n, repr(sorted(g.case.items()))): g for g in result.noise_floor}
     out = []

@@ -28,7 +28,7 @@ from reports.judge import leaks, machines, stats
 from reports.judge.rows import LOOP_SAMPLES, process_of, spell
 from reports.schema.records import CaseNoise, Entry, Paired, Row
 from reports.schema.row_parts import LoopRatio
-from reports.schema.settings import LOOP
+from reports.schema.settings import LOOP, head_of, is_base
 from reports.schema.verdict_records import (
     CaseOverhead,
     Comparison,
@@ -434,7 +434,8 @@ def strategy_comparisons(
     entries: list[Entry], spreads: dict[tuple, GroupNoise], min_effect: float
 ) -> list[Comparison]:
     """Every unordered pair of strategies in every group, per metric (time words unset until
-    ``decide_time``)."""
+    ``decide_time``). A base build's twin (``--base``: ``block@base``) is compared with its own
+    strategy only, as ``a`` = the working tree, ``b`` = the base (``compared``)."""
     groups: dict[tuple, list[Entry]] = defaultdict(list)
     for e in entries:
         groups[group_key(e)].append(e)
@@ -442,6 +443,8 @@ def strategy_comparisons(
     for key, here in sorted(groups.items(), key=lambda item: repr(item[0])):
         spread = spreads[key]
         for ea, eb in combinations(sorted(here, key=lambda e: e.strategy), 2):
+            if not compared(ea.strategy, eb.strategy):
+                continue
             for metric in METRICS:
                 out.append(
                     comparison(
@@ -459,6 +462,20 @@ def strategy_comparisons(
                     )
                 )
     return out
+
+
+def compared(a: str, b: str) -> bool:
+    """Whether strategies ``a`` and ``b`` (sorted: a strategy before its base twin) are compared:
+    two of the working tree, or one and its own base twin."""
+    if is_base(a) or is_base(b):
+        return is_base(b) and not is_base(a) and head_of(b) == a
+    return True
+
+
+def head_against_base(result: VerdictFile) -> list[Comparison]:
+    """The comparisons of each strategy at the working tree against itself at the base build
+    (``--base``), as ``verdicts.json`` holds them: ``a`` the working tree's, ``b`` the base's."""
+    return [c for c in result.comparisons if is_base(c.b) and head_of(c.b) == c.a]
 
 
 def by_case(entries: list[Entry]) -> list[Entry]:

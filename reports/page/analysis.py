@@ -20,7 +20,6 @@ from reports.page.answer import answer, default_case, full_sweep, reset_slopes, 
 from reports.page.recipe import (
     check_summary,
     error_table,
-    main_precision,
     precision_order,
     recipe,
     settings_table,
@@ -32,12 +31,12 @@ from reports.page.tables import (
     cost_table,
     flamegraphs,
     flavour_table,
-    main_flavour,
     timelines,
     where_it_ran,
 )
 from reports.schema.page_records import Page, shallow
 from reports.schema.records import RunFile
+from reports.schema.settings import main_values
 from reports.schema.verdict_records import VerdictFile
 
 
@@ -55,6 +54,18 @@ def judge_sweep(entries, run: RunFile, main: dict[str, Any]) -> tuple[VerdictFil
     return judged_all, dataclasses.replace(judged_all, comparisons=shown)
 
 
+def build_lines(judged: VerdictFile) -> list[dict[str, Any]]:
+    """--base: one line per case of the tables (the main flavour and precision) with its
+    comparisons of the working tree against the base build, by metric."""
+    lines: dict[tuple, dict[str, Any]] = {}
+    for c in verdicts.head_against_base(judged):
+        line = lines.setdefault((c.k, c.n, c.a), {"strategy": c.a, "k": c.k, "n": c.n})
+        line[c.metric] = c
+    return [
+        lines[key] for key in sorted(lines, key=lambda kn: (kn[0], kn[1], strategy_order(kn[2])))
+    ]
+
+
 def report(directory: str | Path) -> Page:
     """Everything index.html shows, in the order it shows it; verdicts.json's content too."""
     directory = Path(directory)
@@ -64,8 +75,8 @@ def report(directory: str | Path) -> Page:
     every = list(every_case.values())
     # strategies are compared within one grad_sync flavour: the tables show the main one ("last",
     # what DDP's no_sync does), the flavour section every one (verdicts.json holds them all)
-    flavour, precision = main_flavour(every), main_precision(every)
-    main = {"grad_sync": flavour, "precision": precision}
+    main = main_values(every)  # one value of each swept loop setting: grad_sync, precision, ...
+    flavour, precision = main["grad_sync"], main["precision"]
     cases = {
         key: e
         for key, e in every_case.items()
@@ -87,14 +98,18 @@ def report(directory: str | Path) -> Page:
         decision_axes=decision.varying(judged_all.decisions),
         verdicts=judged,  # the main flavour's comparisons: what the tables show
         verdicts_json=judged_all,  # every flavour's: verdicts.json
+        builds=build_lines(judged),
+        base=str(page.sweep.get("base") or ""),
+        base_missing=list(page.sweep.get("base_missing") or []),
+        main=main,
         grad_sync=flavour,
         precision=precision,
         precisions=sorted({e.precision for e in every}, key=precision_order),
         recipe=recipe(rows, every, page.sweep),
-        errors=error_table(every, flavour),
+        errors=error_table(every, main),
         grad_checks=check_summary(every),
-        settings=settings_table(every, judged_all),
-        flavours=flavour_table(every, judged_all),
+        settings=settings_table(every, judged_all, main),
+        flavours=flavour_table(every, judged_all, main),
         cases=lines,
         overheads=core_overheads(entries),
         overhead_limit=(targets.OVERHEAD_MAX, targets.OVERHEAD_CI_MAX),

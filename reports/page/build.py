@@ -122,8 +122,7 @@ def answer_charts(report: Page) -> list[dict[str, Any]]:
     uses = {
         (d.k, d.n): d.use
         for d in report.decisions
-        if (d.case.get("grad_sync"), d.case.get("precision"))
-        == (report.grad_sync, report.precision)
+        if all(d.case.get(name) == value for name, value in report.main.items())
     }
     groups = sorted({(c.k, c.n) for c in report.cases if c.phases})
     groups.sort(key=lambda kn: kn != report.default)

@@ -21,14 +21,8 @@ from reports.schema.page_records import (
 )
 from reports.schema.records import Entry, Row
 from reports.schema.row_parts import ErrorFigures
+from reports.schema.settings import at_main
 from reports.schema.verdict_records import VerdictFile
-
-
-def main_precision(entries) -> str:
-    """The precision the report's tables show: fp32 if swept, else the first swept."""
-    precisions = [e.precision for e in entries]
-    return "fp32" if "fp32" in precisions or not precisions else precisions[0]
-
 
 PRECISION_ORDER = ("fp32", "bf16-autocast", "bf16")  # the order precisions are listed in
 
@@ -47,16 +41,17 @@ def _case_order(e: dict[str, Any]) -> tuple:
     )
 
 
-def error_table(entries: list[Entry], flavour: str) -> list[ErrorLine]:
-    """One line per strategy, precision and K (every precision, the main grad_sync flavour, the
-    smallest N): the window gradient's error figures from the case's first ok row (its other
-    processes ran the same windows on the same data: the same figures), and its gradient check.
+def error_table(entries: list[Entry], main: dict[str, Any]) -> list[ErrorLine]:
+    """One line per strategy, precision and K (every precision, the main value of every other
+    swept loop setting (``main``: the grad_sync flavour, ...), the smallest N): the window
+    gradient's error figures from the case's first ok row (its other processes ran the same
+    windows on the same data: the same figures), and its gradient check.
     Empty when no row has the figures (rows written before they existed)."""
     out: list[ErrorLine] = []
     seen: set[tuple] = set()
     for e in sorted(entries, key=_case_order):
         key = (e.strategy, e.precision, e.k)
-        if e.grad_sync != flavour or key in seen:
+        if not at_main(e, main, "precision") or key in seen:
             continue
         row = next((r for r in e.rows if r.accumulation_error), None)
         if row is None:
@@ -171,13 +166,23 @@ def _fields(case: dict[str, Any]) -> tuple[str, str]:
     return case.get("precision", "fp32"), case.get("grad_sync", "last")
 
 
-def settings_table(entries: list[Entry], judged: VerdictFile) -> list[SettingLine]:
-    """--compare-settings: one line per case (every precision), its loop against the same
-    strategy's loop with the other setting, as verdicts.json's ``settings`` states it, with the
-    case's compile time (median over its processes; None without --compile)."""
-    by_case = {(e.strategy, e.precision, e.grad_sync, e.k, e.n): e for e in entries}
+def settings_table(
+    entries: list[Entry], judged: VerdictFile, main: dict[str, Any]
+) -> list[SettingLine]:
+    """--compare-settings: one line per case (every precision and flavour, the main value of
+    any other swept loop setting), its loop against the same strategy's loop with the other
+    setting, as verdicts.json's ``settings`` states it, with the case's compile time (median
+    over its processes; None without --compile)."""
+    listed = ("precision", "grad_sync")
+    by_case = {
+        (e.strategy, e.precision, e.grad_sync, e.k, e.n): e
+        for e in entries
+        if at_main(e, main, *listed)
+    }
     out = []
     for c in judged.settings:
+        if not at_main(c.case, main, *listed):
+            continue
         precision, flavour = _fields(c.case)
         e = by_case.get((c.strategy, precision, flavour, c.k, c.n))
         rows = e.rows if e else []

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import statistics
 from pathlib import Path
+from typing import Any
 
 from reports.judge import leaks, machines, stats, targets, verdicts
 from reports.judge.rows import REFERENCE, memory_note, process_of, strategy_order
@@ -27,6 +28,7 @@ from reports.schema.page_records import (
 )
 from reports.schema.records import Entry, Row
 from reports.schema.row_parts import Collectives, GradCheck, Summary
+from reports.schema.settings import at_main
 from reports.schema.verdict_records import GroupNoise, VerdictFile
 
 
@@ -218,15 +220,13 @@ def cost_table(entries: list[Entry], k: int) -> list[CostLine]:
     return out
 
 
-def main_flavour(entries) -> str:
-    """The grad_sync flavour the report's tables show: last if swept, else the first."""
-    flavours = sorted({e.grad_sync for e in entries})
-    return "last" if "last" in flavours or not flavours else flavours[0]
-
-
-def flavour_table(entries: list[Entry], judged: VerdictFile) -> list[FlavourLine]:
-    """Under DDP/FSDP2/HSDP, one line per case and flavour: overhead, the flavour against
-    ``every`` on one model (verdicts.json's ``grad_sync``), collectives, memory per rank."""
+def flavour_table(
+    entries: list[Entry], judged: VerdictFile, main: dict[str, Any]
+) -> list[FlavourLine]:
+    """Under DDP/FSDP2/HSDP, one line per case and flavour (the main value of every other swept
+    loop setting: the main precision, ...): overhead, the flavour against ``every`` on one model
+    (verdicts.json's ``grad_sync``), collectives, memory per rank."""
+    entries = [e for e in entries if at_main(e, main, "grad_sync")]
     if not any(e.phases and e.parallel != "none" for e in entries):
         return []
     against = {

@@ -24,6 +24,7 @@ from reports.page import charts, runinfo
 from reports.page.build import environment
 from reports.schema.page_records import CompareLine, ComparePage, PhasePair, Side, shallow
 from reports.schema.records import Entry
+from reports.schema.settings import variant
 from reports.schema.verdict_records import (
     WORDS,
     BetweenRuns,
@@ -56,10 +57,9 @@ def side(directory: Path) -> Side:
     cases: dict[tuple, Entry] = {}
     failed = []
     for entry in pooled(rows).values():
-        # a precision other than fp32 is part of the strategy's name here (another case)
-        precision = entry.precision
-        name = entry.strategy + ("" if precision == "fp32" else f" @{precision}")
-        key = (name, entry.k, entry.n, entry.grad_sync)
+        # a swept setting's value other than its default (a precision other than fp32, ...) is
+        # part of the strategy's name here: another case
+        key = (entry.strategy + variant(entry, "grad_sync"), entry.k, entry.n, entry.grad_sync)
         # one run normally holds one setting of each; keep the first if it holds more
         if entry.rows:
             cases.setdefault(key, entry)

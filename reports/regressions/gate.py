@@ -9,7 +9,9 @@ common), or a bad argument (``reports.__main__`` turns ``GateError`` into that).
 A ``compare.json`` holds one comparison per case of run B against the same case of run A, so it
 is gated as it is. A ``verdicts.json`` compares the strategies of one sweep with each other, and
 one sweep always holds real differences (``global`` against ``block``), so ``--pair A,B`` must
-say which comparison matters; it is read as A against B whichever order it was stored in.
+say which comparison matters; it is read as A against B whichever order it was stored in. A
+sweep with ``--base REF`` holds each strategy at the working tree against itself at REF: without
+``--pair`` those are gated (the working tree ``higher`` than its base fails).
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from reports.judge import leaks
-from reports.judge.verdicts import METRICS, ratio_text
+from reports.judge.verdicts import METRICS, head_against_base, ratio_text
 from reports.schema.records import RecordError
+from reports.schema.settings import is_base
 from reports.schema.verdict_records import (
     COMPARE,
     VERDICTS,
@@ -146,7 +149,8 @@ def gate(
         if metric not in METRICS:
             raise GateError(f"--metric {metric!r} is unknown; valid: {', '.join(METRICS)}")
     data = load(path)
-    if isinstance(data, VerdictFile) and pair is None:
+    builds = isinstance(data, VerdictFile) and pair is None and head_against_base(data)
+    if isinstance(data, VerdictFile) and pair is None and not builds:
         raise GateError(
             f"{str(path)!r} is a sweep's verdicts.json, which compares strategies with each "
             "other: name the comparison that matters with --pair A,B"
@@ -158,12 +162,19 @@ def gate(
         )
     if pair is not None:
         check_pair(path, data, pair)
-    chosen = select(data, metrics, pair)
-    what = f"metric {', '.join(metrics)}" + (f", pair {pair[0]},{pair[1]}" if pair else "")
+    if builds:  # --base: every strategy at the working tree against itself at the base
+        chosen = [c for c in builds if c.metric in metrics]
+        what = f"metric {', '.join(metrics)}, working tree against base"
+        gated = None
+    else:
+        chosen = select(data, metrics, pair)
+        what = f"metric {', '.join(metrics)}" + (f", pair {pair[0]},{pair[1]}" if pair else "")
+        gated = pair
     if not chosen:
         return 0, [f"gate: no comparison matched ({what}) in {path}; nothing to gate"]
     bad = [describe(c) for c in chosen if c.verdict == fail_on]
-    leaking = [leaks.describe(c) for c in leaks_of(data, pair)]
+    grown = [g for g in data.leaks if not is_base(g.strategy)] if builds else leaks_of(data, gated)
+    leaking = [leaks.describe(g) for g in grown]
     if bad or leaking:
         return 1, bad + leaking
     return 0, [f"gate passed: {len(chosen)} comparisons ({what}), none {fail_on}, no leak"]

@@ -463,6 +463,13 @@ class Page(TheRun):
     decision_axes: list[str] = field(default_factory=list)
     verdicts: VerdictFile | None = None  # the main flavour's and precision's: the tables'
     verdicts_json: VerdictFile | None = None  # every flavour's and precision's: verdicts.json
+    # --base: each strategy at the working tree against itself at the base build, by case:
+    # {(strategy, K, N): {metric: Comparison}}, the base's commit, and what it lacked
+    builds: list[dict[str, Any]] = field(default_factory=list)
+    base: str = ""
+    base_missing: list[str] = field(default_factory=list)
+    # the value of each swept loop setting the tables show (settings.main_values)
+    main: dict[str, Any] = field(default_factory=dict)
     grad_sync: str = "last"  # the flavour the tables show
     precision: str = "fp32"  # the precision the tables show
     precisions: list[str] = field(default_factory=list)

@@ -21,6 +21,7 @@ Standard library only: the engine, the sweep and the report all import it.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +32,10 @@ DEFAULT_WORKLOAD = "benches.workloads.transformer:workload"
 # (with ``minimum``/``maximum``), text, an on/off flag (``--x``), an on/off pair (``--x``,
 # ``--no-x``), a repeatable option (a list)
 KINDS = ("int", "text", "flag", "onoff", "list")
+
+
+#: the suffix of a strategy label that runs the base build (``--base REF``): ``block@base``
+BASE = "@base"
 
 
 def setting(
@@ -225,6 +230,15 @@ class CaseSettings:
         help="pin each case process (each rank) to cores of its own with psutil's cpu_affinity "
         "(default: on with --threads 1 on Linux; --no-pin: off)",
     )
+    base: str = setting(
+        "",
+        flag="--base",
+        added_later=True,  # before --base every case ran the working tree's strategies only
+        metavar="REF",
+        help="also run every strategy as git commit REF has it (its strategies/, read from the "
+        "repository, the working tree untouched), in the same processes: a verdict per "
+        "strategy, working tree against REF, that the gate reads (e.g. HEAD, main)",
+    )
     # -- fixed, not part of the identity: what is recorded beside the figures ------------------
     memray: bool = setting(
         False,
@@ -266,6 +280,12 @@ SWEPT = tuple(f.name for f in SETTINGS if f.metadata["swept"])
 SWEEP_IDENTITY = tuple(n for n in CASE_KEY if n not in SWEPT and n != "options")
 FIXED = tuple(f for f in SETTINGS if not f.metadata["swept"] and f.metadata["flag"])
 LOOP = tuple(f.name for f in SETTINGS if f.metadata["loop"])  # the report's grouping key
+#: a group of cases: one K, one N and one loop (every ``loop`` setting). Its strategies are
+#: compared with each other, its noise between processes is pooled, an added round rotates its
+#: strategies in one process: every place that forms a group reads it here (``group_of``)
+GROUP = ("accumulate", "live_tensors", *LOOP)
+#: the swept settings that change the loop: a report's tables show one value of each (``main``)
+SWEPT_LOOP = tuple(n for n in LOOP if n in SWEPT)
 OPTION = {f.name: f.metadata["flag"] for f in SETTINGS if f.metadata["flag"]}  # for messages
 OPTION["options"] = "--strategies NAME:OPTIONS"
 # settings added after rows were written without them: what those rows ran
@@ -326,6 +346,62 @@ def spell(value: Any) -> str:
 def label(strategy: str, options: str) -> str:
     """``name`` or ``name:k=v:k2=v2``: how reports and verdicts.json name a strategy case."""
     return f"{strategy}:{options}" if options else strategy
+
+
+def group_of(case: Any) -> tuple:
+    """A case's group (``GROUP``'s values), of anything with the settings' names as attributes:
+    the engine's ``CaseSpec``, a results ``Row``."""
+    return tuple(getattr(case, name) for name in GROUP)
+
+
+def group_of_record(k: int, n: int, case: Mapping[str, Any]) -> tuple:
+    """The same group of a verdict record: its K, its N and its ``case`` (the loop settings)."""
+    return (k, n, *(case[name] for name in LOOP))
+
+
+def main_values(cases: Iterable[Any]) -> dict[str, Any]:
+    """The value of each swept loop setting that a report's tables show: the setting's default
+    where the cases ran it, else the first of their values (verdicts.json keeps every one)."""
+    cases = list(cases)
+    out = {}
+    for f in SETTINGS:
+        if f.name in SWEPT_LOOP:
+            values = sorted({getattr(c, f.name) for c in cases}, key=str)
+            out[f.name] = f.default if f.default in values or not values else values[0]
+    return out
+
+
+def at_main(case: Any, main: Mapping[str, Any], *listed: str) -> bool:
+    """Whether ``case`` (with the settings as attributes, or a verdict record's ``case``
+    mapping) ran the main value (``main_values``) of every swept loop setting but ``listed``,
+    the ones a table lists each value of: a table never mixes two values of another axis."""
+    value = case.get if isinstance(case, Mapping) else lambda name: getattr(case, name)
+    return all(value(name) == v for name, v in main.items() if name not in listed)
+
+
+def variant(case: Any, *but: str) -> str:
+    """The swept loop settings (but ``but``) where ``case`` did not run the default, as a suffix
+    of its strategy's name where a page keys cases by name: `` @bf16`` for a precision, ``
+    @NAME=VALUE`` for another setting; "" at the defaults."""
+    out = ""
+    for f in SETTINGS:
+        if f.name in SWEPT_LOOP and f.name not in but:
+            value = getattr(case, f.name)
+            if value != f.default:
+                named = "" if f.name == "precision" else f"{f.name}="
+                out += f" @{named}{spell(value)}"
+    return out
+
+
+def is_base(name: str) -> bool:
+    """Whether a strategy (``name`` or ``name:k=v``) is the base build's twin of another."""
+    return name.partition(":")[0].endswith(BASE)
+
+
+def head_of(name: str) -> str:
+    """The working tree's strategy of a base twin: ``block:k=v`` for ``block@base:k=v``."""
+    label, colon, options = name.partition(":")
+    return label.removesuffix(BASE) + colon + options
 
 
 def case_key(case: Any) -> tuple:

@@ -1,0 +1,66 @@
+"""One group key (``settings.group_of``): the plan crosses every swept setting, an added round
+rotates one group's strategies per process and never two groups', the budget's open groups and
+the report's main values and case keys come from the same declaration."""
+
+from __future__ import annotations
+
+import itertools
+
+from synthetic import entry, make_row
+
+from benches.sweep import cli
+from benches.sweep.budget import round_specs, wall_kind
+from reports.schema import settings
+from reports.schema.settings import at_main, group_of, group_of_record, main_values, variant
+
+AXES = ("--accumulate", "1,4", "--live-tensors", "0,10", "--precision", "fp32,bf16-autocast")
+
+
+def planned(tmp_path, *extra: str):
+    argv = ["run", "--preset", "tiny", *AXES, "--strategies", "block,native,lazy,global"]
+    args = cli.build_parser().parse_args([*argv, *extra, "--out", str(tmp_path)])
+    return cli.cases(cli.resolve(args), "id", {})
+
+
+def test_the_plan_crosses_every_swept_setting_and_each_group_has_every_strategy(tmp_path):
+    specs = planned(tmp_path)
+    groups = {group_of(s) for s in specs}
+    assert len(groups) == 2 * 2 * 2  # K x N x precision
+    expected = set(itertools.product((1, 4), (0, 10), ("fp32", "bf16-autocast")))
+    assert {(g[0], g[1], g[settings.GROUP.index("precision")]) for g in groups} == expected
+    for group in groups:
+        here = {s.strategy for s in specs if group_of(s) == group and not s.control}
+        assert here == {"block", "native", "lazy", "global"}
+
+
+def test_an_added_round_rotates_each_groups_strategies_in_a_process_of_their_own(tmp_path):
+    first = [s for s in planned(tmp_path) if not s.control and s.round == 0]
+    added = round_specs(first, 5, rotate=True)
+    rotated = [s for s in added if s.rotation]
+    # one rotated process per group (global alone beside it): two values of an axis never share
+    assert len(rotated) == len({group_of(s) for s in first}) == 8
+    assert len({group_of(s) for s in rotated}) == 8
+    for lead in rotated:
+        assert sorted(lead.rotation) == ["block", "lazy", "native"]
+    # the expected wall time of a process is kept per group (and per rotation size)
+    assert len({wall_kind(s) for s in added}) == 16
+
+
+def test_a_verdict_records_group_is_the_cases_group(tmp_path):
+    spec = planned(tmp_path)[0]
+    case = {name: getattr(spec, name) for name in settings.LOOP}
+    assert group_of_record(spec.accumulate, spec.live_tensors, case) == group_of(spec)
+
+
+def test_the_tables_show_each_swept_loop_settings_default_when_swept_else_its_first_value():
+    rows = [make_row("native")]
+    fp32 = entry("native", rows, precision="fp32", grad_sync="last")
+    bf16 = entry("native", rows, precision="bf16", grad_sync="every")
+    assert main_values([fp32, bf16]) == {"grad_sync": "last", "precision": "fp32"}
+    assert main_values([bf16]) == {"grad_sync": "every", "precision": "bf16"}
+    main = main_values([fp32, bf16])
+    assert at_main(fp32, main) and not at_main(bf16, main)
+    assert at_main(bf16, {"precision": "fp32"}, "precision")  # a table that lists precisions
+    assert at_main({"precision": "fp32", "grad_sync": "last"}, main)  # a verdict's case
+    assert variant(fp32) == "" and variant(bf16, "grad_sync") == " @bf16"
+    assert variant(bf16) == " @grad_sync=every @bf16"
