@@ -1,11 +1,12 @@
-"""An example plugin: ``drop``, set_to_none without ``Module.zero_grad``.
+"""An example plugin: ``drop``, the smallest strategy: set_to_none over the collector's list.
 
 Load it into a sweep with ``python -m benches run --plugin examples.drop_strategy``, or run the
 shared correctness suite against it with
 ``ZEROGRAD_PLUGINS=examples.drop_strategy python -m pytest tests/test_strategies.py``.
 
-What it teaches: ``native`` calls ``Module.zero_grad``, which walks every submodule to find the
-parameters each window; ``drop`` does the same work over the collector's flat list.
+What it teaches: a strategy is a ``reset`` hook over ``collector.params``. ``drop`` is what
+``native`` does with its default ``set_to_none=True``, so a sweep of the two is an A/A test of
+a plugin against a built-in: never ``lower`` or ``higher``.
 """
 
 from __future__ import annotations
