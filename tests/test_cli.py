@@ -224,6 +224,7 @@ def plugin_sweep(plugin_dir, tmp_path_factory) -> tuple[Path, subprocess.Complet
     return out, done
 
 
+@pytest.mark.slow  # a real sweep with a failing plugin, about 16 s
 def test_failing_plugin_strategy_is_a_failed_row_and_the_sweep_goes_on(plugin_sweep):
     out, done = plugin_sweep
     assert done.returncode == 1, done.stderr
@@ -405,6 +406,7 @@ def test_case_by_hand_takes_the_sweeps_flags_and_writes_a_sweeps_row(tmp_path, c
     assert len(rows_of(tmp_path)) == 1
 
 
+@pytest.mark.slow  # a real sweep with a failing plugin, about 16 s
 def test_readme_plugin_example_runs_in_a_sweep(plugin_sweep):
     out, _ = plugin_sweep  # beside a failing plugin strategy and block
     rows = {r["strategy"]: r for r in rows_of(out)}

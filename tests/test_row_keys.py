@@ -37,6 +37,7 @@ def kinds(tmp_path_factory):
     return run(tmp_path_factory.mktemp("kinds"))
 
 
+@pytest.mark.slow  # every kind of case run for real, about 25 s: nox -s tests stays under 5 min
 @pytest.mark.parametrize("kind", ONE_PROCESS)
 def test_every_kind_of_row_keeps_its_keys(kinds, kind):
     assert kinds[kind]
