@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from reports.schema.settings import BASE, is_base
+from reports.schema.settings import head_of, is_base
 
 PACKAGE = "zerograd_base"
 #: the folder under a sweep's --out that holds the base package of commit SHA: DIR/base/SHA12
@@ -63,4 +63,4 @@ def package_of(label: str) -> ModuleType:
 
 def strategy_name(label: str) -> str:
     """The strategy's name in its own build: ``block`` for ``block@base:k=v``."""
-    return label.partition(":")[0].removesuffix(BASE)
+    return head_of(label).partition(":")[0]

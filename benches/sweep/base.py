@@ -17,7 +17,7 @@ from pathlib import Path
 
 from benches.engine.builds import PACKAGE, folder, renamed, strategy_name
 from benches.sweep.outdir import UsageError
-from reports.schema.settings import BASE
+from reports.schema.settings import base_of
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE = "strategies"
@@ -75,12 +75,6 @@ def available(into: Path, sha: str) -> list[str]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def twin(label: str) -> str:
-    """The base build's label of a strategy label: ``block@base``, ``block@base:k=v``."""
-    name, colon, options = label.partition(":")
-    return f"{name}{BASE}{colon}{options}"
-
-
 def prepare(ref: str, out: Path, labels: list[str]) -> tuple[str, list[str], list[str]]:
     """(REF's commit, the sweep's labels with each one's base twin after it, the labels the base
     lacks, each with why)."""
@@ -92,7 +86,7 @@ def prepare(ref: str, out: Path, labels: list[str]) -> tuple[str, list[str], lis
     for label in labels:
         with_base.append(label)
         if strategy_name(label) in known:
-            with_base.append(twin(label))
+            with_base.append(base_of(label))
         else:
             missing.append(f"{label}: not at the base {sha[:12]} (a new strategy)")
     if len(with_base) == len(labels):

@@ -28,7 +28,7 @@ from reports.judge import leaks, machines, stats
 from reports.judge.rows import LOOP_SAMPLES, process_of, spell
 from reports.schema.records import CaseNoise, Entry, Paired, Row
 from reports.schema.row_parts import LoopRatio
-from reports.schema.settings import LOOP, head_of, is_base
+from reports.schema.settings import LOOP, is_base, twins
 from reports.schema.verdict_records import (
     CaseOverhead,
     Comparison,
@@ -467,15 +467,13 @@ def strategy_comparisons(
 def compared(a: str, b: str) -> bool:
     """Whether strategies ``a`` and ``b`` (sorted: a strategy before its base twin) are compared:
     two of the working tree, or one and its own base twin."""
-    if is_base(a) or is_base(b):
-        return is_base(b) and not is_base(a) and head_of(b) == a
-    return True
+    return twins(a, b) if is_base(a) or is_base(b) else True
 
 
 def head_against_base(result: VerdictFile) -> list[Comparison]:
     """The comparisons of each strategy at the working tree against itself at the base build
     (``--base``), as ``verdicts.json`` holds them: ``a`` the working tree's, ``b`` the base's."""
-    return [c for c in result.comparisons if is_base(c.b) and head_of(c.b) == c.a]
+    return [c for c in result.comparisons if twins(c.a, c.b)]
 
 
 def by_case(entries: list[Entry]) -> list[Entry]:

@@ -404,6 +404,17 @@ def head_of(name: str) -> str:
     return label.removesuffix(BASE) + colon + options
 
 
+def base_of(name: str) -> str:
+    """The base build's twin of a strategy: ``block@base:k=v`` for ``block:k=v``."""
+    label, colon, options = name.partition(":")
+    return label + BASE + colon + options
+
+
+def twins(a: str, b: str) -> bool:
+    """Whether ``b`` is the base build's twin of ``a``."""
+    return is_base(b) and head_of(b) == a
+
+
 def case_key(case: Any) -> tuple:
     """A case's identity, of a ``Row`` or of the engine's ``CaseSpec`` (the same names)."""
     return tuple(getattr(case, k) for k in CASE_KEY)
