@@ -68,6 +68,7 @@ def test_a_base_whose_strategies_cannot_be_imported_is_one_line(tmp_path):
         base.available(tmp_path, "0" * 40)
 
 
+@pytest.mark.slow  # a fresh interpreter importing torch and both builds, about 5 s
 def test_a_base_label_runs_the_base_packages_strategy_and_collector(tmp_path):
     sha, _, _ = base.prepare("HEAD", tmp_path, ["lazy"])
     code = (

@@ -22,7 +22,7 @@ from benches.workloads.transformer import PRESETS
 from reports.judge.rows import spell
 from reports.judge.verdicts import DEFAULT_MIN_EFFECT
 from reports.schema.records import RecordError, RunFile
-from reports.schema.settings import BASE, FIXED, FixedSettings, is_base
+from reports.schema.settings import FIXED, FixedSettings
 
 DEVICES = ("auto", "cpu", "cuda")
 BASELINE_GONE = "baseline"
@@ -171,7 +171,9 @@ def resolve(args: argparse.Namespace, nodes: list[dict[str, Any]] | None = None)
     base_missing: list[str] = []
     fixed["base"] = fixed["base"] or ""  # not given: the working tree alone
     if fixed["base"] and not waiting:
-        fixed["base"], names, base_missing = base_build(fixed["base"], out, names, cluster)
+        from benches.sweep import base
+
+        fixed["base"], names, base_missing = base.for_sweep(fixed["base"], out, names, cluster)
     fixed.update(
         preset=preset,
         device=device,
@@ -209,23 +211,6 @@ def resolve(args: argparse.Namespace, nodes: list[dict[str, Any]] | None = None)
     if args.resume and not waiting:
         same_settings(sweep)
     return sweep
-
-
-def base_build(
-    ref: str, out: Path, names: list[str], cluster: str | None
-) -> tuple[str, list[str], list[str]]:
-    """--base REF: its commit, the strategies with their base twins, the ones it lacks
-    (``benches.sweep.base``); on this machine only (the base build lies in --out)."""
-    if cluster:
-        raise UsageError(
-            "--base runs on this machine only (the base build is written into --out); "
-            "valid: drop --cluster, or --base"
-        )
-    from benches.sweep import base
-
-    if any(is_base(name) for name in names):
-        raise UsageError(f"--strategies names a base twin ({BASE}); --base adds them itself")
-    return base.prepare(ref, out, names)
 
 
 def cluster_settings(args: argparse.Namespace, joined: bool = False) -> dict[str, Any]:

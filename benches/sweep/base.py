@@ -17,7 +17,7 @@ from pathlib import Path
 
 from benches.engine.builds import PACKAGE, folder, renamed, strategy_name
 from benches.sweep.outdir import UsageError
-from reports.schema.settings import base_of
+from reports.schema.settings import BASE, base_of, is_base
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE = "strategies"
@@ -73,6 +73,21 @@ def available(into: Path, sha: str) -> list[str]:
         last = (done.stderr.strip().splitlines() or ["no message"])[-1]
         raise UsageError(f"--base {sha[:12]}: its {SOURCE}/ cannot be imported: {last}")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def for_sweep(
+    ref: str, out: Path, labels: list[str], cluster: str | None
+) -> tuple[str, list[str], list[str]]:
+    """``prepare`` for a sweep (``arguments.resolve``): on this machine only (the base build
+    lies in --out), and only the working tree's strategies named (the twins are added here)."""
+    if cluster:
+        raise UsageError(
+            "--base runs on this machine only (the base build is written into --out); "
+            "valid: drop --cluster, or --base"
+        )
+    if any(is_base(label) for label in labels):
+        raise UsageError(f"--strategies names a base twin ({BASE}); --base adds them itself")
+    return prepare(ref, out, labels)
 
 
 def prepare(ref: str, out: Path, labels: list[str]) -> tuple[str, list[str], list[str]]:
