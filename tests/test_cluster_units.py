@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import socket
 from collections import Counter
 from pathlib import Path
@@ -216,6 +217,20 @@ def test_a_worker_running_other_code_or_torch_is_named():
     assert task.public("2.13.0+cu128") == "2.13.0"
     # what the sweep sends: the code only (the driver's torch is recorded, never required)
     assert task.differs({"code": mine["code"]}, {**mine, "torch": "9.9.9"}) is None
+
+
+def test_the_code_hash_is_the_packages_not_a_base_build_in_a_results_folder(tmp_path):
+    """CI's ``--base HEAD --out reports/runs/base`` leaves a base build's Python files in the
+    checkout, git-ignored and so never shipped to a worker: the driver must not hash them."""
+    for top in task.CODE:
+        shutil.copytree(task.ROOT / top, tmp_path / top, ignore=shutil.ignore_patterns("runs"))
+    before = task.code_hash(tmp_path)
+    base = tmp_path / "reports" / "runs" / "base" / "abc" / "zerograd_base"
+    base.mkdir(parents=True)
+    (base / "__init__.py").write_text("x = 1\n")
+    assert task.code_hash(tmp_path) == before
+    (tmp_path / "strategies" / "__init__.py").write_text("# changed\n", encoding="utf-8")
+    assert task.code_hash(tmp_path) != before
 
 
 def test_torch_is_compared_between_workers_not_against_a_cpu_wheel_on_the_driver():

@@ -31,11 +31,25 @@ PIN_SLOT = "ZEROGRAD_PIN_SLOT"  # which cores of its host a pinned process takes
 MAX_FILES_BYTES = 64 * 2**20  # files coming back with a process's rows, at most
 
 
+def code_files(folder: Path) -> list[Path]:
+    """The Python files of the package ``folder`` and of its subpackages (folders with an
+    ``__init__.py``), in order. A folder that is no package is not code the sweep imports: a
+    results directory inside the checkout (``--out reports/runs/X``, git-ignored, so never
+    shipped to a worker) may hold a ``--base`` build's Python files."""
+    if not (folder / "__init__.py").is_file():
+        return []
+    files = sorted(folder.glob("*.py"))
+    for sub in sorted(path for path in folder.iterdir() if path.is_dir()):
+        files += code_files(sub)
+    return files
+
+
 def code_hash(root: Path = ROOT) -> str:
-    """A hash of the Python code under strategies/, benches/ and reports/ (paths and bytes)."""
+    """A hash of the Python code of the packages strategies, benches and reports (paths and
+    bytes)."""
     digest = hashlib.sha256()
     for top in CODE:
-        for path in sorted((root / top).rglob("*.py")):
+        for path in code_files(root / top):
             digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
 
