@@ -26,6 +26,7 @@ flagged with what the model left unexplained.
 
 from __future__ import annotations
 
+import functools
 import gc
 import statistics
 import sys
@@ -45,8 +46,8 @@ DROPS, DROP_BYTES = 64, 64 * 2**10  # gradients dropped to None (set_to_none): e
 HOOK_LEAVES = 64
 #: CUDA ``multi_tensor_apply`` (aten/src/ATen/native/cuda/MultiTensorApply.cuh): a launch holds
 #: at most this many tensors and blocks, a block one chunk of a tensor. The limits by the number
-#: of tensor lists (depth 1-5) fit the kernel's 4 KB argument; torch built with CUDA 13 or later
-#: (not ROCm) uses the 32 KB argument's larger ones (as torch 2.13's header has it).
+#: of tensor lists (depth 1-5) fit the kernel's 4 KB argument, or the 32 KB argument's larger
+#: ones where torch launches those (``_argument_size`` looks).
 CHUNK_ELEMENTS = 65536  # kChunkSize
 MAX_TENSORS = {"4KB": (110, 64, 48, 36, 30), "32KB": (770, 448, 336, 252, 210)}
 MAX_BLOCKS = {"4KB": 320, "32KB": 2240}
@@ -164,8 +165,30 @@ def foreach_launches(numels: list[int], max_tensors: int = 110, max_blocks: int 
     return launches + (blocks > 0)
 
 
-def _argument_size() -> str:
-    """Which of multi_tensor_apply's limits this build of torch uses."""
+@functools.cache
+def _argument_size(device: torch.device) -> str:
+    """Which of multi_tensor_apply's limits torch uses on ``device``, seen rather than assumed:
+    one ``_foreach_zero_`` over one tensor more than the 4 KB argument holds is one kernel with
+    the 32 KB argument, two without. Which one runs is torch's choice at build and at run time
+    (its release, the CUDA runtime, the driver, the GPU): torch 2.11 built with CUDA 13 launched
+    the 4 KB kernels on an H200. Where the profiler cannot count, the build's guess (CUDA 13 or
+    later, not ROCm: 32 KB)."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    probe = [torch.zeros(1, device=device) for _ in range(MAX_TENSORS["4KB"][0] + 1)]
+    try:
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            torch._foreach_zero_(probe)
+            torch.cuda.synchronize(device)
+        kernels = sum(
+            e.device_type == DeviceType.CUDA and "multi_tensor_apply_kernel" in e.name
+            for e in prof.events()
+        )
+    except RuntimeError:  # another profiler running, or none built in
+        kernels = 0
+    if kernels in (1, 2):
+        return "32KB" if kernels == 1 else "4KB"
     cuda = torch.version.cuda
     large = cuda is not None and int(cuda.split(".")[0]) >= 13 and torch.version.hip is None
     return "32KB" if large else "4KB"
@@ -185,7 +208,7 @@ def _launches(func, args) -> int:
         return len(tensors)
     schema = func._schema
     depth = sum(str(a.type) == "List[Tensor]" for a in [*schema.arguments, *schema.returns])
-    size = _argument_size()
+    size = _argument_size(tensors[0].device)
     numels = [t.numel() for t in tensors]
     return foreach_launches(numels, MAX_TENSORS[size][min(depth, 5) - 1], MAX_BLOCKS[size])
 
