@@ -21,6 +21,7 @@ import json
 import re
 import shlex
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -313,7 +314,35 @@ def answer_excerpt() -> str:
     return "\n".join(lines) + "\n"
 
 
+def gpu_sentence() -> str:
+    """docs/sweep.md: the MFU of ``base`` (the base-cuda sample's bf16 rows) and of ``big``
+    (its mfu.jsonl, what scripts/gpu_check.sh printed), on the GPU that measured them."""
+    d = SAMPLES / "base-cuda"
+    rows = [json.loads(line) for line in (d / "results.jsonl").read_text().splitlines()]
+    base = statistics.median(
+        r["mfu"]["value"] for r in rows if r.get("precision") == "bf16-autocast" and r.get("mfu")
+    )
+    big = [json.loads(line) for line in (d / "mfu.jsonl").read_text().splitlines()]
+    widest = max(r["batch_size"] for r in big)
+    eager, compiled = (
+        next(r for r in big if r["batch_size"] == widest and r["compile"] is c)
+        for c in (False, True)
+    )
+    gpu = eager["gpu"].removeprefix("NVIDIA ")
+    return (
+        "On CUDA each phase is timed with CUDA events on the stream and one synchronisation per "
+        "window, so\na window runs as a real training loop does. `base` is launch-bound on a "
+        f"large GPU ({percent(base)} MFU\nin bf16 on an {gpu}), so a reset is a larger share of "
+        "its window than in a busy loop; the `big`\npreset has training-sized micro-batches for "
+        "that. `python -m benches mfu --preset big` prints\nits MFU: on an "
+        f"{gpu} in bf16-autocast {percent(eager['mfu'])} eager, {percent(compiled['mfu'])} with "
+        f"`--compile`\n({widest} sequences per micro-batch; the committed sample "
+        "`reports/samples/base-cuda`).\n"
+    )
+
+
 BLOCKS: dict[str, Callable[[], str]] = {
+    "gpu-mfu": gpu_sentence,
     "default-sweeps": default_sweep_table,
     "quick-table": quick_table,
     "quick-sentence": quick_sentence,
