@@ -63,7 +63,7 @@ def build():
             ),
         )
         collector = strategies.GradientCollector(workload.model, strategy=strategy)
-        optimizer = training.optimizer("adamw", workload.model.parameters())
+        optimizer = training.optimizer(training.Recipe(), workload.model.parameters())
         made.append((workload, collector, optimizer))
         return workload, collector, optimizer
 

@@ -20,8 +20,9 @@ import numpy as np
 
 from benches.engine.spec import CaseSpec
 from reports.judge import stats
-from reports.judge.rows import SCHEMA_VERSION, SWEEP_IDENTITY, read
+from reports.judge.rows import SCHEMA_VERSION, read
 from reports.schema.records import Entry, Row
+from reports.schema.settings import ENTRY_IDENTITY
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTIONS = (  # index.html's sections, in the page's order: the answer first
@@ -205,9 +206,7 @@ def entry(strategy: str, rows: list[dict], k: int = 1, n: int = 0, **settings) -
         options=identity["options"],
         k=k,
         n=n,
-        grad_sync=identity["grad_sync"],
-        precision=identity["precision"],
-        **{name: identity[name] for name in SWEEP_IDENTITY},
+        **{name: identity[name] for name in ENTRY_IDENTITY},
         rows=[
             as_row(r, **{**identity, "strategy": strategy, "accumulate": k, "live_tensors": n})
             for r in rows

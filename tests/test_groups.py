@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import itertools
 
-from synthetic import entry, make_row
+from synthetic import entry, make_row, standard_rows, write_run
 
 from benches.sweep import cli
+from reports.page import analysis
 from benches.sweep.budget import round_specs, wall_kind
 from reports.schema import settings
 from reports.schema.settings import at_main, group_of, group_of_record, main_values, variant
@@ -56,11 +57,31 @@ def test_the_tables_show_each_swept_loop_settings_default_when_swept_else_its_fi
     rows = [make_row("native")]
     fp32 = entry("native", rows, precision="fp32", grad_sync="last")
     bf16 = entry("native", rows, precision="bf16", grad_sync="every")
-    assert main_values([fp32, bf16]) == {"grad_sync": "last", "precision": "fp32"}
-    assert main_values([bf16]) == {"grad_sync": "every", "precision": "bf16"}
+    shown = ("grad_sync", "precision")  # a swept loop setting added later has its own key too
     main = main_values([fp32, bf16])
+    assert set(main) == set(settings.SWEPT_LOOP)
+    assert {k: main[k] for k in shown} == {"grad_sync": "last", "precision": "fp32"}
+    assert {k: main_values([bf16])[k] for k in shown} == {"grad_sync": "every", "precision": "bf16"}
     assert at_main(fp32, main) and not at_main(bf16, main)
     assert at_main(bf16, {"precision": "fp32"}, "precision")  # a table that lists precisions
     assert at_main({"precision": "fp32", "grad_sync": "last"}, main)  # a verdict's case
     assert variant(fp32) == "" and variant(bf16, "grad_sync") == " @bf16"
     assert variant(bf16) == " @grad_sync=every @bf16"
+
+
+def test_the_page_keeps_two_values_of_a_swept_axis_apart(tmp_path):
+    """Synthetic rows of every strategy at two precisions (the same figures): a decision per
+    value, and the tables show each strategy once per K (the main value), never both values
+    pooled or listed twice."""
+    rows = standard_rows(ns=(0,))
+    for row in standard_rows(ns=(0,)):
+        row.update(precision="bf16", case_id=row["case_id"].replace("-tiny", "-bf16-tiny"))
+        rows.append(row)
+    report = analysis.report(write_run(tmp_path / "run", rows))
+    decided = sorted((d.k, d.n, d.case["precision"]) for d in report.decisions)
+    assert decided == sorted(itertools.product((1, 2), (0,), ("bf16", "fp32")))
+    assert report.decision_axes == ["precision"]
+    lines = [(c.strategy, c.k) for c in report.cases]
+    assert len(lines) == len(set(lines)) == len(report.strategies) * 2
+    assert all(c.rounds == len([r for r in rows if r["precision"] == "fp32" and r["strategy"]
+                                == c.strategy and r["accumulate"] == c.k]) for c in report.cases)  # fmt: skip

@@ -106,7 +106,7 @@ class Loop:
         self.counter = CollectiveCounter(module, parallel.kind if self.distributed else "none")
         self.forward = training.compiled(module) if recipe.compile else module
         self.clock = Clock(workload.device)
-        self.optimizer = training.optimizer(recipe.optimizer, model.parameters())
+        self.optimizer = training.optimizer(recipe, model.parameters())
         # the collector of the strategy's build: the base build's core for ``name@base``
         self.collector = (
             builds.package_of(strategy).GradientCollector(

@@ -7,13 +7,14 @@ of different settings never mix.
 
 from __future__ import annotations
 
+import dataclasses
 import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
 from benches.engine.training import Recipe
 from reports.schema.settings import CASE_KEY as IDENTITY
-from reports.schema.settings import OPTION, SWEEP_IDENTITY, CaseSettings, label
+from reports.schema.settings import OPTION, SWEEP_IDENTITY, CaseSettings, id_part, label
 
 __all__ = ["IDENTITY", "OPTION", "SWEEP_IDENTITY", "CaseSpec"]
 
@@ -40,7 +41,7 @@ class CaseSpec(CaseSettings):
     @property
     def recipe(self) -> Recipe:
         """The training loop's settings (checked: a bad one is a one-line ValueError)."""
-        return Recipe(self.precision, self.compile, self.optimizer, self.clip_norm)
+        return Recipe(**{f.name: getattr(self, f.name) for f in dataclasses.fields(Recipe)})
 
     @property
     def label(self) -> str:
@@ -56,7 +57,7 @@ class CaseSpec(CaseSettings):
         return (
             f"{f'rot{len(self.rotation)}-' if self.rotation else ''}"
             f"{self.strategy}{f'+{options}' if options else ''}"
-            f"{f'-{self.precision}' if self.precision != 'fp32' else ''}"
+            f"{id_part(self)}"
             f"-k{self.accumulate}-n{self.live_tensors}-{self.preset}-"
             f"{self.device}{f'-w{self.world_size}' if self.world_size > 1 else ''}"
             f"{f'-{self.parallel}-{self.grad_sync}' if self.parallel != 'none' else ''}"

@@ -17,8 +17,10 @@ from typing import Any
 
 import torch
 
-PRECISIONS = ("fp32", "bf16-autocast", "bf16")
-OPTIMIZERS = ("adamw", "adamw-fused", "adamw-foreach", "sgd")
+from reports.schema.settings import FIELDS, check_value
+
+PRECISIONS = FIELDS["precision"].metadata["choices"]  # declared with the setting
+OPTIMIZERS = FIELDS["optimizer"].metadata["choices"]
 #: settings ``--compare-settings`` can alternate with the case's own in one process
 COMPARABLE = ("precision", "compile", "optimizer", "clip_norm")
 LR = 1e-4
@@ -62,11 +64,10 @@ class Recipe:
 
 
 def check(loop: Recipe) -> None:
-    """A ValueError naming the bad value and the valid ones."""
-    if loop.precision not in PRECISIONS:
-        raise ValueError(f"unknown precision {loop.precision!r}; valid: {', '.join(PRECISIONS)}")
-    if loop.optimizer not in OPTIMIZERS:
-        raise ValueError(f"unknown optimizer {loop.optimizer!r}; valid: {', '.join(OPTIMIZERS)}")
+    """A ValueError naming the bad value and the valid ones: each field against its setting's
+    declaration (``settings.check_value``), then what a declaration cannot say."""
+    for f in dataclasses.fields(loop):
+        check_value(f.name, getattr(loop, f.name))
     if loop.clip_norm is not None and not (
         isinstance(loop.clip_norm, int | float) and loop.clip_norm > 0
     ):
@@ -125,9 +126,9 @@ def autocast(precision: str, device: torch.device) -> contextlib.AbstractContext
     return contextlib.nullcontext()
 
 
-def optimizer(name: str, params) -> torch.optim.Optimizer:
-    """The case's optimizer over ``params`` (lr 1e-4; AdamW's other defaults are torch's)."""
-    params = list(params)
+def optimizer(recipe: Recipe, params) -> torch.optim.Optimizer:
+    """The recipe's optimizer over ``params`` (lr 1e-4; AdamW's other defaults are torch's)."""
+    params, name = list(params), recipe.optimizer
     if name == "sgd":
         return torch.optim.SGD(params, lr=LR)
     if name == "adamw-fused":

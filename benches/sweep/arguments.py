@@ -14,7 +14,7 @@ from typing import Any
 from benches.engine import bound, gradients, memory, training
 from benches.engine.growth import GROWTH_WINDOWS
 from benches.engine.spec import OPTION, SWEEP_IDENTITY, parse_options
-from benches.sweep.options import DEFAULT_ACCUMULATE, DEFAULT_BUDGET, DEFAULT_LIVE_TENSORS, QUICK
+from benches.sweep.options import AXIS_DEFAULTS, DEFAULT_BUDGET, QUICK
 from benches.sweep.outdir import UsageError, output_dir
 from benches.sweep.values import fraction, int_list, int_value, seconds, threads_per_rank
 from benches.workloads import protocol
@@ -22,7 +22,14 @@ from benches.workloads.transformer import PRESETS
 from reports.judge.rows import spell
 from reports.judge.verdicts import DEFAULT_MIN_EFFECT
 from reports.schema.records import RecordError, RunFile
-from reports.schema.settings import FIXED, FixedSettings
+from reports.schema.settings import (
+    AXES,
+    FIXED,
+    SETTINGS,
+    FixedSettings,
+    SweptSettings,
+    check_value,
+)
 
 DEVICES = ("auto", "cpu", "cuda")
 BASELINE_GONE = "baseline"
@@ -73,15 +80,12 @@ def check_gpus(device: str, world_size: int) -> None:
 
 
 @dataclasses.dataclass(kw_only=True)
-class Sweep(FixedSettings):
-    """A validated sweep: every fixed setting of its cases (``FixedSettings``, from
-    ``reports.schema.settings.CaseSettings``), the swept axes as lists, and the sweep's own."""
+class Sweep(FixedSettings, SweptSettings):
+    """A validated sweep: every fixed setting of its cases (``FixedSettings``) and every swept
+    one as a list of values (``SweptSettings``), both from ``reports.schema.settings
+    .CaseSettings``; its strategies' labels, and the sweep's own."""
 
     strategies: list[str]
-    accumulate: list[int]
-    live_tensors: list[int]
-    grad_sync: list[str] = dataclasses.field(default_factory=lambda: ["last"])
-    precision: list[str] = dataclasses.field(default_factory=lambda: ["fp32"])
     rounds: int
     timeout: float
     resume: bool
@@ -115,7 +119,33 @@ def setting_value(args: argparse.Namespace, f: dataclasses.Field) -> Any:
         return None if given is None else bool(given)
     if meta["kind"] == "list":
         return list(given or [])
+    if given is not None:
+        checked(f.name, given)
     return given
+
+
+def checked(name: str, value: Any) -> Any:
+    """``value`` checked against its setting's declaration (``settings.check_value``)."""
+    try:
+        check_value(name, value)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    return value
+
+
+def axis_values(args: argparse.Namespace, f: dataclasses.Field) -> list[Any]:
+    """A swept setting's values (``V[,V...]``) as given, else its default (--quick's, the
+    sweep's, the declaration's), each read by its type and checked by its declaration; in the
+    order given, without repeats."""
+    meta = f.metadata
+    default = AXIS_DEFAULTS.get(f.name) or meta["cli_default"] or f.default
+    text = swept(args, meta["dest"] or f.name, default)
+    if f.type == "int":
+        return [checked(f.name, v) for v in int_list(meta["flag"], text, meta["minimum"] or 0)]
+    items = [item.strip() for item in str(text).split(",")]
+    if not all(items):
+        raise UsageError(f"{meta['flag']} {text!r} has an empty item; valid: V[,V...]")
+    return list(dict.fromkeys(checked(f.name, item) for item in items))
 
 
 def resolve(args: argparse.Namespace, nodes: list[dict[str, Any]] | None = None) -> Sweep:
@@ -142,11 +172,10 @@ def resolve(args: argparse.Namespace, nodes: list[dict[str, Any]] | None = None)
         preset = preset_of(args, device)
     names = strategy_names(args)
     recipe = recipe_settings(args)
-
-    accumulate = int_list("--accumulate", swept(args, "accumulate", DEFAULT_ACCUMULATE), 1)
-    live = int_list("--live-tensors", swept(args, "live_tensors", DEFAULT_LIVE_TENSORS), 0)
+    # every swept setting by its declaration; grad_sync's default depends on --parallel
+    axes = {f.name: axis_values(args, f) for f in AXES if f.name != "grad_sync"}
     rounds, budget = rounds_and_budget(args)
-    parallel, mesh, grad_sync = parallel_settings(args, world_size)
+    parallel, mesh, axes["grad_sync"] = parallel_settings(args, world_size)
     where = cluster_settings(args, joined=nodes is not None)
     threads = int_value("--threads", args.threads, 1) if args.threads else None
     if threads is None and cluster and not waiting:
@@ -162,11 +191,11 @@ def resolve(args: argparse.Namespace, nodes: list[dict[str, Any]] | None = None)
     workload = protocol.canonical(fixed["workload"])
     if workload != protocol.DEFAULT and not waiting:
         if builds_here(device):
-            check_workload(workload, device, preset, accumulate[0], fixed["seed"])
+            check_workload(workload, device, preset, axes["accumulate"][0], fixed["seed"])
         else:  # the GPUs are the nodes' only: its factory found here, built where it runs
             find_workload(workload)
     pairs = (fixed["repeat"], fixed["warmup"])
-    timeout = case_timeout(args, device, preset, max(accumulate), pairs, parallel)
+    timeout = case_timeout(args, device, preset, pairs, parallel, {**recipe, **axes})
     out = output_dir(args)
     base_missing: list[str] = []
     fixed["base"] = fixed["base"] or ""  # not given: the working tree alone
@@ -182,15 +211,12 @@ def resolve(args: argparse.Namespace, nodes: list[dict[str, Any]] | None = None)
         workload=workload,
         parallel=parallel,
         mesh=mesh,
-        **{k: v for k, v in recipe.items() if k != "precision"},
+        **recipe,
     )
     sweep = Sweep(
         **fixed,
+        **axes,
         strategies=names,
-        accumulate=accumulate,
-        live_tensors=live,
-        grad_sync=grad_sync,
-        precision=recipe["precision"],
         rounds=rounds,
         budget=budget,
         looks=MAX_LOOKS if budget > 0 else 1,
@@ -245,31 +271,15 @@ def swept(args: argparse.Namespace, name: str, default: str) -> str:
 
 
 # options whose empty value would silently become the default: refused where they are parsed
+# (every setting that takes a value, from its declaration, and the sweep's own)
 GIVEN = {
-    "strategies": "--strategies",
-    "preset": "--preset",
-    "device": "--device",
-    "threads": "--threads",
-    "out": "--out",
-    "parallel": "--parallel",
-    "mesh": "--mesh",
-    "grad_sync": "--grad-sync",
-    "control": "--control",
-    "rounds": "--rounds",
-    "budget": "--budget",
-    "timeout": "--timeout",
-    "seed": "--seed",
-    "workload": "--workload",
-    "precision": "--precision",
-    "optimizer": "--optimizer",
-    "accumulate": "--accumulate",
-    "live_tensors": "--live-tensors",
-    "repeat": "--repeat",
-    "warmup": "--warmup",
-    "world_size": "--world-size",
-    "min_effect": "--min-effect",
-    "clip_norm": "--clip-norm",
-    "base": "--base",
+    **{
+        f.metadata["dest"] or f.name: f.metadata["flag"]
+        for f in SETTINGS
+        if f.metadata["flag"] and f.metadata["kind"] in ("text", "int")
+    },
+    **{name: "--" + name.replace("_", "-") for name in ("out", "control", "rounds", "budget")},
+    **{name: "--" + name.replace("_", "-") for name in ("timeout", "min_effect")},
 }
 
 
@@ -357,10 +367,13 @@ def strategy_names(args: argparse.Namespace) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def case_timeout(args, device: str, preset: str, k: int, pairs: tuple[int, int], parallel: str):
+def case_timeout(
+    args, device: str, preset: str, pairs: tuple[int, int], parallel: str, loop: dict[str, Any]
+) -> float:
     """--timeout in seconds, or one scaled with the preset, the largest K and every window a
     case runs (setup, the gradient check, the pairs, the memory pass, the timeline, the cost
-    model, the float64 window; the flavour and settings pairs where they run)."""
+    model, the float64 window; the flavour and settings pairs where they run). ``loop``: the
+    recipe's settings and the swept values (``recipe_settings``, ``axis_values``)."""
     if args.timeout is not None:
         try:
             timeout = float(args.timeout)
@@ -370,7 +383,7 @@ def case_timeout(args, device: str, preset: str, k: int, pairs: tuple[int, int],
             raise UsageError(f"--timeout {args.timeout!r} must be > 0 seconds")
         return timeout
     repeat, warmup = pairs
-    recipe = recipe_settings(args)
+    recipe, k = loop, max(loop["accumulate"])
     world_size = int(args.world_size)
     per = SECONDS_PER_MICRO_BATCH[device][preset]
     windows = 2 * (repeat + warmup) + 3 * gradients.CHECK_WINDOWS + 2 * memory.MEMORY_WINDOWS
@@ -433,17 +446,9 @@ def strategy_label(text: str, known: list[str]) -> str:
 
 
 def recipe_settings(args: argparse.Namespace) -> dict[str, Any]:
-    """--precision (swept), --optimizer, --clip-norm, --compile and --compare-settings."""
-    precision = [item.strip() for item in str(args.precision).split(",")]
-    for item in precision:
-        if item not in training.PRECISIONS:
-            raise UsageError(
-                f"unknown --precision {item!r}; valid: {', '.join(training.PRECISIONS)}"
-            )
-    if args.optimizer not in training.OPTIMIZERS:
-        raise UsageError(
-            f"unknown --optimizer {args.optimizer!r}; valid: {', '.join(training.OPTIMIZERS)}"
-        )
+    """--clip-norm, --compile and --compare-settings: what their declarations cannot check
+    (the swept --precision and the declared --optimizer are read by ``axis_values`` and
+    ``setting_value``)."""
     clip_norm = None
     if str(args.clip_norm).lower() != "none":
         try:
@@ -462,8 +467,6 @@ def recipe_settings(args: argparse.Namespace) -> dict[str, Any]:
             raise UsageError(str(err)) from None
         compare = f"{setting}={spell(value)}"
     return {
-        "precision": list(dict.fromkeys(precision)),
-        "optimizer": args.optimizer,
         "clip_norm": clip_norm,
         "compile": bool(args.compile),
         "compare_settings": compare,

@@ -13,6 +13,7 @@ from reports.judge.verdicts import ratio_text
 from reports.page import analysis
 from reports.schema.page_records import CaseMemory, Page
 from reports.schema.row_parts import Summary
+from reports.schema.settings import LOOP
 
 
 def _ms(seconds: float | None) -> str:
@@ -41,10 +42,14 @@ def print_summary(
         console.print(flavour_table(report))
     if report.settings:
         console.print(settings_table(report))
+    floors = judged.noise_floor
+    varies = [a for a in LOOP if len({str(f.case.get(a)) for f in floors}) > 1]
     resolution = ", ".join(
-        f"K={f.k} N={f.n:,} {f.case['precision']}: "
+        f"K={f.k} N={f.n:,}"
+        + "".join(f" {a}={f.case.get(a)}" for a in varies)
+        + ": "
         + (f"{f.resolution:.1%}" if f.resolution is not None else "not measured")
-        for f in judged.noise_floor
+        for f in floors
     )
     console.print(
         f"verdicts: higher/lower when significant over the sweep's "

@@ -12,7 +12,15 @@ from typing import Any
 from reports.judge import stats
 from reports.schema.records import Entry, Paired, RecordError, Row
 from reports.schema.row_parts import GradCheck, Summary
-from reports.schema.settings import ADDED_LATER, CASE_KEY, SWEEP_IDENTITY, case_key, label, spell
+from reports.schema.settings import (
+    ADDED_LATER,
+    CASE_KEY,
+    ENTRY_IDENTITY,
+    SWEEP_IDENTITY,
+    case_key,
+    label,
+    spell,
+)
 
 __all__ = ["ADDED_LATER", "CASE_KEY", "SWEEP_IDENTITY", "case_key", "label", "spell"]
 
@@ -185,9 +193,7 @@ def pooled(rows: list[Row]) -> dict[tuple, Entry]:
             options=case["options"],
             k=case["accumulate"],
             n=case["live_tensors"],
-            grad_sync=case["grad_sync"],
-            precision=case["precision"],
-            **{name: case[name] for name in SWEEP_IDENTITY},
+            **{name: case[name] for name in ENTRY_IDENTITY},
             rows=ok,
             failed=[r for r in group if not r.ok],
         )

@@ -314,8 +314,8 @@ class Row(RowIdentity):
 @dataclass(slots=True)
 class Entry(EntryIdentity):
     """One case pooled over its processes (``rows.pooled``): a strategy with its options at
-    K and N, with one grad_sync flavour, precision and the sweep's settings (``settings.
-    EntryIdentity``: the identity a sweep fixes, what its rows say); its ok rows (one per
+    K and N, with the sweep's settings and one value of each swept loop setting (``settings.
+    EntryIdentity``: grad_sync, precision, ...; what its rows say); its ok rows (one per
     process) and its failed ones."""
 
     strategy: str  # the report's name of the case: ``name`` or ``name:k=v`` (rows.label)
@@ -323,8 +323,6 @@ class Entry(EntryIdentity):
     options: str  # its options, ``k=v:k2=v2``, or ""
     k: int  # accumulation steps K (a row's ``accumulate``)
     n: int  # unrelated live tensors N (a row's ``live_tensors``)
-    grad_sync: str
-    precision: str
     rows: list[Row] = field(default_factory=list)  # ok rows, one per process
     failed: list[Row] = field(default_factory=list)  # rows of failed processes
     samples: dict[str, list[float]] = field(default_factory=dict)  # per phase, every process's

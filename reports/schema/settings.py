@@ -13,8 +13,10 @@ resume skips, and pooling merges, only rows of one identity).
 - the report's grouping key (``LOOP``: the settings that change the loop whose noise a group
   shares) and ``--resume``'s checks (``OPTION``: each setting's flag, for its one-line error).
 
-A new fixed setting is one field here plus the one place in the engine that applies it. A new
-swept axis is a field with ``swept=True`` plus the sweep's plan that crosses it with the others.
+A new setting, fixed or swept (``swept=True``: the sweep takes a list of values, the plan crosses
+them, a case id names a value other than the default; ``loop=True``: each value is a group of
+its own), is one field here plus the one place in the engine that applies it (a ``Recipe`` field
+of the same name is filled from the case).
 Standard library only: the engine, the sweep and the report all import it.
 """
 
@@ -54,6 +56,7 @@ def setting(
     added_later: bool = False,
     metavar: str | None = None,
     factory: Any = None,
+    choices: tuple[str, ...] | None = None,
 ) -> Any:
     """A field of ``CaseSettings`` with its metadata.
 
@@ -64,7 +67,9 @@ def setting(
     runs (the report's grouping key); cli_default: the sweep's value when the option is not
     given, as the command line spells it (None: the sweep works it out, e.g. the preset from
     the device); dest: the parser's name for it where it differs; minimum, maximum: an
-    integer's range; added_later: rows written before it existed ran its default.
+    integer's range (a swept integer's every value); added_later: rows written before it
+    existed ran its default; choices: the values it takes, checked where it is read
+    (``check_value``: on the command line and where the engine builds its loop).
     """
     if kind not in KINDS:
         raise ValueError(f"unknown setting kind {kind!r}; valid: {', '.join(KINDS)}")
@@ -81,6 +86,7 @@ def setting(
         "maximum": maximum,
         "added_later": added_later,
         "metavar": metavar,
+        "choices": choices,
     }
     if factory is not None:
         return field(default_factory=factory, metadata=metadata)
@@ -104,11 +110,13 @@ class CaseSettings:
     accumulate: int = setting(
         flag="--accumulate",
         swept=True,
+        minimum=1,
         help="K[,K...] micro-batches per window (default {default}; --quick: {quick})",
     )
     live_tensors: int = setting(
         flag="--live-tensors",
         swept=True,
+        minimum=0,
         help="N[,N...] unrelated live tensors (default {default}; --quick: {quick})",
     )
     grad_sync: str = setting(
@@ -127,6 +135,7 @@ class CaseSettings:
         swept=True,
         loop=True,
         cli_default="fp32",
+        choices=("fp32", "bf16-autocast", "bf16"),
         help="PRECISION[,PRECISION...] swept: fp32; bf16-autocast (fp32 weights and gradients, "
         "the forward under autocast); bf16 (bf16 weights, so bf16 .grad) (default: fp32)",
     )
@@ -196,6 +205,7 @@ class CaseSettings:
         flag="--optimizer",
         loop=True,
         cli_default="adamw",
+        choices=("adamw", "adamw-fused", "adamw-foreach", "sgd"),
         help="{choices}: the update's optimizer (default: {default})",
     )
     clip_norm: float | None = setting(
@@ -274,11 +284,15 @@ class CaseSettings:
 
 
 SETTINGS = dataclasses.fields(CaseSettings)
+FIELDS = {f.name: f for f in SETTINGS}
 CASE_KEY = tuple(f.name for f in SETTINGS if f.metadata["identity"])
 SWEPT = tuple(f.name for f in SETTINGS if f.metadata["swept"])
 # the identity a sweep fixes: every case of a sweep has the same values
 SWEEP_IDENTITY = tuple(n for n in CASE_KEY if n not in SWEPT and n != "options")
 FIXED = tuple(f for f in SETTINGS if not f.metadata["swept"] and f.metadata["flag"])
+#: the swept settings a sweep holds as lists of values, each read by its declaration
+#: (``benches.sweep.arguments``); ``strategy`` is the sweep's ``strategies`` (labels)
+AXES = tuple(f for f in SETTINGS if f.metadata["swept"] and f.name != "strategy")
 LOOP = tuple(f.name for f in SETTINGS if f.metadata["loop"])  # the report's grouping key
 #: a group of cases: one K, one N and one loop (every ``loop`` setting). Its strategies are
 #: compared with each other, its noise between processes is pooled, an added round rotates its
@@ -288,6 +302,8 @@ GROUP = ("accumulate", "live_tensors", *LOOP)
 SWEPT_LOOP = tuple(n for n in LOOP if n in SWEPT)
 OPTION = {f.name: f.metadata["flag"] for f in SETTINGS if f.metadata["flag"]}  # for messages
 OPTION["options"] = "--strategies NAME:OPTIONS"
+#: a pooled case's settings (``Entry``): the identity a sweep fixes and its swept loop values
+ENTRY_IDENTITY = (*SWEEP_IDENTITY, *SWEPT_LOOP)
 # settings added after rows were written without them: what those rows ran
 ADDED_LATER = {f.name: f.default for f in SETTINGS if f.metadata["added_later"]}
 
@@ -310,10 +326,11 @@ _IDENTITY = tuple(f for f in SETTINGS if f.metadata["identity"])
 RowIdentity = dataclasses.make_dataclass(
     "RowIdentity", _copies(_IDENTITY, optional=True), slots=True
 )
-# a pooled case's: the identity a sweep fixes (its swept values are the case's own fields)
+# a pooled case's: the identity a sweep fixes and its swept loop values (its strategy, K and N
+# are the case's own fields)
 EntryIdentity = dataclasses.make_dataclass(
     "EntryIdentity",
-    _copies(tuple(f for f in _IDENTITY if f.name in SWEEP_IDENTITY), optional=False),
+    _copies(tuple(f for f in _IDENTITY if f.name in ENTRY_IDENTITY), optional=False),
     slots=True,
     kw_only=True,
 )
@@ -332,8 +349,38 @@ FixedSettings = dataclasses.make_dataclass(
     ],
     kw_only=True,
 )
-for _made in (RowIdentity, EntryIdentity, FixedSettings):
+# a sweep's swept settings: each a list of values, its default the setting's (none: required)
+SweptSettings = dataclasses.make_dataclass(
+    "SweptSettings",
+    [
+        (
+            f.name,
+            f"list[{f.type}]",
+            field(metadata=f.metadata)
+            if f.default is dataclasses.MISSING
+            else field(default_factory=lambda d=f.default: [d], metadata=f.metadata),
+        )
+        for f in AXES
+    ],
+    kw_only=True,
+)
+for _made in (RowIdentity, EntryIdentity, FixedSettings, SweptSettings):
     _made.__module__ = __name__  # type hints resolve here
+
+
+def check_value(name: str, value: Any) -> None:
+    """A setting's value against its declaration (its choices, an integer's range): a
+    ValueError naming the option, the bad value and the valid ones. The one check of a value,
+    on the command line (``benches.sweep.arguments``) and where the engine builds its loop."""
+    meta = FIELDS[name].metadata
+    choices = meta["choices"]
+    if choices is not None and value not in choices:
+        raise ValueError(f"unknown {meta['flag']} {value!r}; valid: {', '.join(choices)}")
+    low, high = meta["minimum"], meta["maximum"]
+    number = isinstance(value, int) and not isinstance(value, bool)
+    if number and ((low is not None and value < low) or (high is not None and value > high)):
+        bounds = f">= {low}" if high is None else f"{low} to {high}"
+        raise ValueError(f"{meta['flag']} {value} is out of range; valid: integers {bounds}")
 
 
 def spell(value: Any) -> str:
@@ -390,6 +437,18 @@ def variant(case: Any, *but: str) -> str:
             if value != f.default:
                 named = "" if f.name == "precision" else f"{f.name}="
                 out += f" @{named}{spell(value)}"
+    return out
+
+
+def id_part(case: Any) -> str:
+    """The swept loop settings where ``case`` did not run the default, as part of its case id
+    (grad_sync aside: the id names it with ``parallel``): ``-bf16`` for a precision,
+    ``-NAME-VALUE`` for another setting; "" at the defaults."""
+    out = ""
+    for name in SWEPT_LOOP:
+        value = getattr(case, name)
+        if name != "grad_sync" and value != FIELDS[name].default:
+            out += f"-{spell(value)}" if name == "precision" else f"-{name}-{spell(value)}"
     return out
 
 
