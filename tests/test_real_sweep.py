@@ -117,9 +117,10 @@ def test_recipe_sweep_shows_every_precision_and_the_settings_compared(recipe_swe
     assert 'href="#settings"' in html and 'href="#accumulation-error"' in html
     assert by_id(html, "accumulation-error").count('data-chart="accumulation-error"') == 1
     run = by_id(html, "run")
-    assert "swept: <b>fp32, bf16</b>; the tables show <b>fp32</b>" in run
+    assert "swept: <code>fp32</code>, <code>bf16</code>; the tables show <code>fp32</code>" in run
     assert "<dt>optimizer</dt><dd><code>adamw</code>" in run
-    assert "<dt>clip norm</dt><dd>none</dd>" in run and "<dt>torch.compile</dt><dd>off" in run
+    assert "<dt>clip norm</dt><dd><code>none</code></dd>" in run
+    assert "<dt>torch.compile</dt><dd>off" in run
     assert "<dt>--compare-settings</dt><dd><code>precision=bf16-autocast</code>" in run
     # the terminal summary's table of the same comparisons
     assert "settings compared (--compare-settings precision=bf16-autocast" in stdout

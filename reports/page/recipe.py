@@ -14,6 +14,7 @@ from reports.schema.page_records import (
     CheckSummary,
     CompileTime,
     ErrorLine,
+    LoopSetting,
     MfuLine,
     Recipe,
     SettingLine,
@@ -21,7 +22,7 @@ from reports.schema.page_records import (
 )
 from reports.schema.records import Entry, Row
 from reports.schema.row_parts import ErrorFigures
-from reports.schema.settings import at_main
+from reports.schema.settings import LOOP, SETTINGS, at_main, main_values, spell
 from reports.schema.verdict_records import VerdictFile
 
 PRECISION_ORDER = ("fp32", "bf16-autocast", "bf16")  # the order precisions are listed in
@@ -145,8 +146,7 @@ def recipe(rows: list[Row], entries: list[Entry], sweep: dict[str, Any]) -> Reci
             )
     options = {e.strategy: (e.name, e.options) for e in entries if e.options}
     return Recipe(
-        optimizer=_join(values("optimizer")),
-        clip_norm=_join("none" if v is None else str(float(v)) for v in values("clip_norm")),
+        loop=loop_settings(entries, main_values(entries)),
         compile=any(bool(v) for v in values("compile")),
         compare_settings=_join(v for v in values("compare_settings") if v),
         options=[
@@ -159,6 +159,27 @@ def recipe(rows: list[Row], entries: list[Entry], sweep: dict[str, Any]) -> Reci
         ],
         mfu=mfu,
     )
+
+
+#: loop settings "What was run" states in lines of their own (grad_sync: with the ranks)
+OWN_LINES = ("grad_sync", "compile", "compare_settings")
+
+
+def loop_settings(entries: list[Entry], main: dict[str, Any]) -> list[LoopSetting]:
+    """Every loop setting the page states from its declaration alone (not ``OWN_LINES``): its
+    values in the declaration's order of choices, else its default first, then as found."""
+    out = []
+    for f in SETTINGS:
+        if f.name not in LOOP or f.name in OWN_LINES:
+            continue
+        found = list(dict.fromkeys(getattr(e, f.name) for e in entries))
+        order = f.metadata["choices"] or (f.default,)
+        found.sort(key=lambda v: order.index(v) if v in order else len(order))
+        values = [spell(v) for v in found]
+        shown = spell(main[f.name]) if f.name in main else ", ".join(values)
+        label = f.name.replace("_", " ")
+        out.append(LoopSetting(f.name, label, values, shown, swept=f.name in main))
+    return out
 
 
 def _fields(case: dict[str, Any]) -> tuple[str, str]:

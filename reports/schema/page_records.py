@@ -261,13 +261,25 @@ class MfuLine:
     measure: str | None
 
 
+@dataclass(frozen=True, slots=True)
+class LoopSetting:
+    """A setting that changes the loop (``settings.LOOP``), as "What was run" lists it from its
+    declaration (``recipe.loop_settings``): every value the rows ran, spelled as the command
+    line does, and the one the tables show (a swept setting's main value)."""
+
+    name: str
+    label: str
+    values: list[str]
+    shown: str
+    swept: bool
+
+
 @dataclass(slots=True)
 class Recipe:
     """The training loop every case ran with (``recipe.recipe``), each setting as the rows say
     it (the same in every row of one sweep; joined with commas where not)."""
 
-    optimizer: str
-    clip_norm: str
+    loop: list[LoopSetting]  # every loop setting but those below and grad_sync (ranks)
     compile: bool
     compare_settings: str  # "" without --compare-settings
     options: list[StrategyOptions] = field(default_factory=list)
