@@ -268,8 +268,10 @@ GIVEN = {
         for f in SETTINGS
         if f.metadata["flag"] and f.metadata["kind"] in ("text", "int")
     },
-    **{name: "--" + name.replace("_", "-") for name in ("out", "control", "rounds", "budget")},
-    **{name: "--" + name.replace("_", "-") for name in ("timeout", "min_effect")},
+    **{
+        name: "--" + name.replace("_", "-")
+        for name in ("out", "control", "rounds", "budget", "timeout", "min_effect")
+    },
 }
 
 

@@ -426,30 +426,28 @@ def at_main(case: Any, main: Mapping[str, Any], *listed: str) -> bool:
     return all(value(name) == v for name, v in main.items() if name not in listed)
 
 
+def off_default(case: Any, *but: str) -> list[tuple[str, str]]:
+    """The swept loop settings (but ``but``) where ``case`` did not run the default, in the
+    declaration's order: (name, the value spelled); a precision's name is left out ("")."""
+    return [
+        ("" if name == "precision" else name, spell(getattr(case, name)))
+        for name in SWEPT_LOOP
+        if name not in but and getattr(case, name) != FIELDS[name].default
+    ]
+
+
 def variant(case: Any, *but: str) -> str:
-    """The swept loop settings (but ``but``) where ``case`` did not run the default, as a suffix
-    of its strategy's name where a page keys cases by name: `` @bf16`` for a precision, ``
-    @NAME=VALUE`` for another setting; "" at the defaults."""
-    out = ""
-    for f in SETTINGS:
-        if f.name in SWEPT_LOOP and f.name not in but:
-            value = getattr(case, f.name)
-            if value != f.default:
-                named = "" if f.name == "precision" else f"{f.name}="
-                out += f" @{named}{spell(value)}"
-    return out
+    """``off_default`` as a suffix of a strategy's name where a page keys cases by name:
+    `` @bf16`` for a precision, `` @NAME=VALUE`` for another setting; "" at the defaults."""
+    pairs = off_default(case, *but)
+    return "".join(f" @{name}{'=' if name else ''}{value}" for name, value in pairs)
 
 
 def id_part(case: Any) -> str:
-    """The swept loop settings where ``case`` did not run the default, as part of its case id
-    (grad_sync aside: the id names it with ``parallel``): ``-bf16`` for a precision,
-    ``-NAME-VALUE`` for another setting; "" at the defaults."""
-    out = ""
-    for name in SWEPT_LOOP:
-        value = getattr(case, name)
-        if name != "grad_sync" and value != FIELDS[name].default:
-            out += f"-{spell(value)}" if name == "precision" else f"-{name}-{spell(value)}"
-    return out
+    """``off_default`` as part of a case id (grad_sync aside: the id names it with
+    ``parallel``): ``-bf16`` for a precision, ``-NAME-VALUE`` for another; "" at the defaults."""
+    pairs = off_default(case, "grad_sync")
+    return "".join(f"-{name}-{value}" if name else f"-{value}" for name, value in pairs)
 
 
 def is_base(name: str) -> bool:
