@@ -11,7 +11,7 @@ from rich.console import Console
 from synthetic import MIB, ROOT, by_id, make_row, write_run
 
 from benches.sweep import summary
-from reports.judge import decision, verdicts
+from reports.judge import decision, verdicts, wording
 from reports.page import analysis, build
 from reports.schema.verdict_records import VerdictFile
 
@@ -40,7 +40,7 @@ def test_the_fastest_is_not_the_leanest_so_memory_chooses_among_the_ties(tmp_pat
     assert d.open == []  # lazy is same as the fastest: nothing could change the choice
     assert d.why == (
         "`lazy` is not decided slower than the fastest, `native` (same: "
-        + verdicts.ratio_text(verdicts.lookup(judged, "lazy", "native", 1, 0, "window"))
+        + wording.ratio_text(verdicts.lookup(judged, "lazy", "native", 1, 0, "window"))
         + "); of the 2 tied on time it needs the least peak memory (8.00 MiB; the others "
         "9.00 MiB)."
     )
@@ -55,10 +55,10 @@ def test_an_unclear_lead_leaves_the_choice_open(tmp_path):
     assert lead.verdict == "unclear", lead  # the premise: too few, too noisy pairs to call it
     d = found[(1, 0)]
     assert (d.use, d.fastest, d.ties) == ("lazy", "native", ["native", "lazy"])
-    assert d.open == [f"lazy/native window: {verdicts.ratio_text(lead)}"]
+    assert d.open == [f"lazy/native window: {wording.ratio_text(lead)}"]
     assert d.resolution is not None and d.resolution > 0.06
     section = by_id(build.build(tmp_path / "run").read_text(), "answer")
-    assert f"Open: K=1, N=0: lazy/native window: {verdicts.ratio_text(lead)}." in section
+    assert f"Open: K=1, N=0: lazy/native window: {wording.ratio_text(lead)}." in section
 
 
 def test_groups_that_disagree_get_a_table_and_a_line_each(tmp_path):

@@ -10,7 +10,7 @@ import pytest
 from synthetic import as_row, standard_rows
 from synthetic import entry as entry_of
 
-from reports.judge import stats, verdicts
+from reports.judge import stats, verdicts, wording
 from reports.schema.records import Paired
 from reports.schema.row_parts import Summary
 from reports.schema.verdict_records import Comparison, Verdict
@@ -357,15 +357,15 @@ def test_verdicts_json_is_read_and_written_by_its_record_key_for_key():
 
 def test_a_ratio_and_its_interval_are_spelled_one_way_in_text_and_on_the_page():
     few = Paired.from_stats(stats.paired([stats.log_ratios([2.0, 2.2, 1.8], [1.0] * 3)]))
-    assert verdicts.ratio_text(few) == "1.993 (bounds 1.800-2.200)"  # 3 pairs: no 95% CI
-    assert verdicts.interval_text(few, short=True) == "bounds 1.800\u20132.200"
+    assert wording.ratio_text(few) == "1.993 (bounds 1.800-2.200)"  # 3 pairs: no 95% CI
+    assert wording.interval_text(few, short=True) == "bounds 1.800\u20132.200"
     c = Comparison("a", "b", 1, 0, {}, "window", ratio=1.02, ci_low=1.01, ci_high=1.03)
     c.confidence = 0.95
-    assert verdicts.ratio_text(c) == "1.020 (95% CI 1.010-1.030)"
-    assert verdicts.interval_text(c, short=True) == "1.010\u20131.030"
+    assert wording.ratio_text(c) == "1.020 (95% CI 1.010-1.030)"
+    assert wording.interval_text(c, short=True) == "1.010\u20131.030"
     memory = Comparison("a", "b", 1, 0, {}, "peak_memory", ratio=1.5)
-    assert (verdicts.ratio_text(memory), verdicts.interval_text(memory)) == ("1.500", "exact")
-    assert verdicts.ratio_text(None) == "-"
+    assert (wording.ratio_text(memory), wording.interval_text(memory)) == ("1.500", "exact")
+    assert wording.ratio_text(None) == "-"
 
 
 @pytest.mark.parametrize("n", [*range(1, 40), 101, 400])

@@ -9,11 +9,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from reports.judge.verdicts import ratio_text
+from reports.judge import decision
+from reports.judge.wording import ratio_text
 from reports.page import analysis
 from reports.schema.page_records import CaseMemory, Page
 from reports.schema.row_parts import Summary
-from reports.schema.settings import LOOP
 
 
 def _ms(seconds: float | None) -> str:
@@ -43,7 +43,7 @@ def print_summary(
     if report.settings:
         console.print(settings_table(report))
     floors = judged.noise_floor
-    varies = [a for a in LOOP if len({str(f.case.get(a)) for f in floors}) > 1]
+    varies = decision.varying(floors)  # the loop settings that differ between the groups
     resolution = ", ".join(
         f"K={f.k} N={f.n:,}"
         + "".join(f" {a}={f.case.get(a)}" for a in varies)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
-from reports.judge import verdicts
+from reports.judge import verdicts, wording
 from reports.judge.rows import strategy_order
 from reports.schema.records import Entry
 from reports.schema.settings import is_base
@@ -90,7 +90,7 @@ def decide(here: list[Entry], result: VerdictFile, resolution: float | None) -> 
     out.use, out.fastest, out.ties, out.slower, out.by = use, fastest, ties, slower, by
     lead = verdict(use, fastest, "window") if use != fastest else None
     if lead is not None and lead.verdict == Verdict.UNCLEAR:
-        out.open.append(f"{use}/{fastest} window: {verdicts.ratio_text(lead)}")
+        out.open.append(f"{use}/{fastest} window: {wording.ratio_text(lead)}")
     out.why = why(out, here, lead)
     return out
 
@@ -118,7 +118,7 @@ def why(out: Decision, here: list[Entry], lead) -> str:
         text = f"`{use}` is the fastest ({ratio:.3f}× the plain loop)"
     else:
         text = f"`{use}` is not decided slower than the fastest, `{fastest}`"
-        text += f" ({lead.verdict}: {verdicts.ratio_text(lead)})" if lead else ""
+        text += f" ({lead.verdict}: {wording.ratio_text(lead)})" if lead else ""
     if out.by == "time":
         text += "; every other candidate is decided slower" if out.slower else ""
     elif out.by in MEMORY:

@@ -3,7 +3,7 @@ and its limit, and each can fail."""
 
 from __future__ import annotations
 
-from reports.judge import rows, verdicts
+from reports.judge import rows, verdicts, wording
 from reports.schema.page_records import Target
 from reports.schema.records import Entry, Paired
 from reports.schema.row_parts import GradCheck
@@ -35,7 +35,7 @@ def _reset(pooled, strategy: str, k: int, n: int) -> float | None:
 
 
 def _ratio(c: Comparison) -> str:
-    return f"{verdicts.ratio_text(c)}: {c.verdict}"
+    return f"{wording.ratio_text(c)}: {c.verdict}"
 
 
 def _core(pooled: dict[tuple, Entry]) -> list[Target]:
@@ -50,7 +50,7 @@ def _core(pooled: dict[tuple, Entry]) -> list[Target]:
         out.append(
             Target(
                 target=f"core overhead, native / plain loop, paired (K={entry.k}, N={entry.n})",
-                value=verdicts.ratio_text(result),
+                value=wording.ratio_text(result),
                 limit=f"<= {OVERHEAD_MAX} with CI high <= {OVERHEAD_CI_MAX}",
                 ok=overhead_ok(result),
             )

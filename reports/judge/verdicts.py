@@ -26,7 +26,7 @@ from typing import Any
 
 from reports.judge import leaks, machines, stats
 from reports.judge.rows import LOOP_SAMPLES, process_of, spell
-from reports.schema.records import CaseNoise, Entry, Paired, Row
+from reports.schema.records import CaseNoise, Entry, Row
 from reports.schema.row_parts import LoopRatio
 from reports.schema.settings import LOOP, is_base, twins
 from reports.schema.verdict_records import (
@@ -395,32 +395,6 @@ def comparison(
     floor = spread.memory.get(metric, 0.0) if spread else 0.0
     a, b = memory_figure(ea, key), memory_figure(eb, key)
     return c.measured(decide_exact(a, b, min_effect, floor))
-
-
-def ratio_text(c: Comparison | Paired | None) -> str:
-    """A ratio and its interval, spelled one way on every table and line of text:
-    ``1.023 (95% CI 0.998-1.040)``; ``bounds`` for an interval that is no confidence interval;
-    the ratio alone without an interval; ``-`` without a ratio."""
-    if c is None or c.ratio is None:
-        return "-"
-    text = f"{c.ratio:.3f}"
-    if c.ci_low is None:
-        return text
-    return f"{text} ({interval_text(c, dash='-')})"
-
-
-def interval_text(
-    x: Comparison | Paired, short: bool = False, exact: bool = False, dash: str = "\u2013"
-) -> str:
-    """A ratio's interval, as the pages spell it: ``95% CI lo-hi`` (``lo-hi`` when
-    ``short``), ``bounds lo-hi`` for an interval that is no confidence interval (fewer than 6
-    pairs), ``exact`` for a memory figure, else ``no interval``."""
-    if x.ci_low is not None and x.ci_high is not None:
-        level = ("" if short else "95% CI ") if x.confidence else "bounds "
-        return f"{level}{x.ci_low:.3f}{dash}{x.ci_high:.3f}"
-    if exact or getattr(x, "metric", None) in MEMORY_KEYS:
-        return "exact"
-    return "no interval"
 
 
 def case_fields(entry: Entry) -> dict[str, Any]:

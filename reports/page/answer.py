@@ -9,7 +9,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from reports.judge import leaks, stats, verdicts
+from reports.judge import leaks, stats, verdicts, wording
 from reports.judge.rows import memory_note, strategy_order
 from reports.schema.page_records import Answer, Pick, Reference, Slope, SlopePoint
 from reports.schema.records import Entry, RecordError, RunFile
@@ -116,7 +116,7 @@ def _name(strategy: str) -> str:
 
 
 def _ci(c) -> str:
-    return f"ratio {verdicts.ratio_text(c)}"
+    return f"ratio {wording.ratio_text(c)}"
 
 
 def advice(result: Answer, entries: list[Entry], k: int) -> str:

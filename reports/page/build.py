@@ -15,7 +15,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup, escape
 
-from reports.judge import verdicts
+from reports.judge import wording
 from reports.page import analysis, charts
 from reports.schema.page_records import Page
 
@@ -79,7 +79,7 @@ def environment() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters.update(ms=_ms, mib=_mib, kib=_kib, num=_num, code=_code, sci=_sci, seconds=_seconds)
-    env.filters.update(interval=verdicts.interval_text)
+    env.filters.update(interval=wording.interval_text)
     return env
 
 

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from reports.judge import leaks
-from reports.judge.verdicts import METRICS, head_against_base, ratio_text
+from reports.judge.verdicts import METRICS, head_against_base
+from reports.judge.wording import ratio_text
 from reports.schema.records import RecordError
 from reports.schema.settings import is_base
 from reports.schema.verdict_records import (
