@@ -224,6 +224,31 @@ def test_one_rank_raises(parallel, tmp_path):
     assert ranks[0] != ranks[1] and ok["process"]["over_ranks"] == "max"
 
 
+@pytest.mark.slow  # two ranks under torchrun, three cases: ~45 s
+def test_a_rank_killed_by_a_signal_is_named_not_its_peer(tmp_path):
+    # a rank that segfaults prints no exception; its peer raises "Connection closed by peer".
+    # The row names the rank and the signal first, whichever rank it was (rank 0: no row is
+    # written; rank 1: rank 0 writes a failed row), and says where its stack is
+    out = tmp_path / "run"
+    labels = [f"faulty:fault=segfault:rank={rank}" for rank in (0, 1)]
+    swept = run_sweep(
+        [
+            *TINY,
+            *("--world-size", "2", "--grad-sync", "last"),
+            *("--strategies", ",".join([*labels, "block"]), "--out", str(out)),
+        ]
+    )
+    assert swept.code == 1, swept.stderr[-3000:]
+    failing = {
+        label: f"rank {rank} died by SIGSEGV (its stack: the case's log)"
+        for rank, label in enumerate(labels)
+    }
+    check_the_rest(out, swept, failing, {"block"})
+    for row in rows_of(out):
+        if row["status"] == "failed":  # the cause comes first, before what the peer saw
+            assert row["error"].removeprefix("process exited with code 1: ").startswith("rank ")
+
+
 @pytest.mark.slow  # a rank that hangs until the case's timeout
 def test_one_rank_hangs_and_the_timeout_kills_the_whole_tree(tmp_path):
     # (d) rank 1 sleeps for an hour in its first reset; rank 0 waits in a collective. The

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -21,9 +22,11 @@ from benches.sweep.arguments import EXCEPTION_LINE
 
 
 def case_env() -> dict[str, str]:
-    """The environment of a case's process: the checkout first on PYTHONPATH."""
+    """The environment of a case's process: the checkout first on PYTHONPATH, and Python's
+    fault handler on (a rank that dies by a signal prints its stack into the case's log)."""
     return dict(
         os.environ,
+        PYTHONFAULTHANDLER="1",
         PYTHONPATH=os.pathsep.join(
             [str(envinfo.ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
         ),
@@ -72,7 +75,8 @@ def run_one(
             stamped(row, stamp)
         if rows[0]["status"] != "ok" and spec.parallel != "none":
             # rank 0 often sees only that a peer hung up: every rank's exception, first first
-            raised = _exception_lines(log_path)
+            lines = [line.strip() for line in log_path.read_text(errors="replace").splitlines()]
+            raised = _root_cause(lines, signals_only=True) + _exception_lines(log_path)
             if raised:
                 rows[0]["error"] = "; ".join(raised)[:1000]
         return rows
@@ -83,10 +87,35 @@ def run_one(
     else:
         error = f"process exited with code {code}"
     lines = [line.strip() for line in log_path.read_text(errors="replace").splitlines()]
-    tail = _exception_lines(log_path) or [line for line in lines if line]
+    tail = (
+        _root_cause(lines, signals_only=True)
+        or _exception_lines(log_path)
+        or _root_cause(lines)
+        or [line for line in lines if line]
+    )
     if tail:
         error += f": {tail[-1]}"
     return [_failed(spec, error, started, stamp)]
+
+
+def _root_cause(lines: list[str], signals_only: bool = False) -> list[str]:
+    """torchrun's first failed rank: ``rank 1 died by SIGSEGV (its stack: the case's log)``,
+    or one that exited without a Python exception (``signals_only``: only a signal's); []
+    without one. A rank killed by a signal prints no exception, and its peers only see it hang
+    up, so this is the line that names the cause."""
+    marker = "Root Cause (first observed failure):"
+    if marker not in lines:
+        return []
+    block = lines[lines.index(marker) :]
+    facts = dict(line.split(":", 1) for line in block if ":" in line and not line.startswith("["))
+    facts = {key.strip(): value.strip() for key, value in facts.items()}
+    rank = facts.get("rank", "?").split(" ")[0]
+    code = facts.get("exitcode", "?").split(" ")[0]
+    signal_name = re.search(r"\((SIG\w+)\)", facts.get("traceback", ""))
+    if signal_name:
+        stack = " (its stack: the case's log)" if "Fatal Python error" in "\n".join(lines) else ""
+        return [f"rank {rank} died by {signal_name.group(1)}{stack}"]
+    return [] if signals_only else [f"rank {rank} exited with code {code}"]
 
 
 def _failed(spec: CaseSpec, error: str, started: float, stamp: float) -> dict[str, Any]:
