@@ -494,3 +494,63 @@ def test_page_puts_the_answer_first_and_the_method_collapsed_below_the_tables(tm
     method = by_id(html, "method")
     assert "<details>" in method and "docs/method.md" in method
     assert html.index('data-chart="answer"') < html.index('<section id="run">')
+
+
+def table_widths(html: str) -> list[tuple[str, list[int]]]:
+    """Each table of a page with the width of each of its lines, rowspans counted: a line a
+    cell above reaches into is that much wider."""
+    from html.parser import HTMLParser
+
+    class Tables(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.tables: list[tuple[str, list[int]]] = []
+            self.section = ""
+
+        def handle_starttag(self, tag, attrs):
+            a = dict(attrs)
+            if tag == "section":
+                self.section = a.get("id", "")
+            elif tag == "table":
+                self.tables.append((self.section, []))
+                self.reach: list[int] = []  # per line ahead: cells a rowspan puts there
+            elif tag == "tr" and self.tables:
+                carried = self.reach.pop(0) if self.reach else 0
+                self.tables[-1][1].append(carried)
+            elif tag in ("td", "th") and self.tables:
+                span, down = int(a.get("colspan", 1)), int(a.get("rowspan", 1))
+                self.tables[-1][1][-1] += span
+                for i in range(down - 1):
+                    self.reach.extend([0] * (i + 1 - len(self.reach)))
+                    self.reach[i] += span
+
+    parser = Tables()
+    parser.feed(html)
+    return parser.tables
+
+
+@pytest.mark.parametrize("ranks", [False, True])
+def test_the_case_table_is_its_column_list_and_a_failed_case_spans_it(ranks, tmp_path, monkeypatch):
+    # a column declared in reports/page/columns.py is in the header and every line, and a
+    # failed case's line spans exactly the measured columns, with the sync columns or without
+    from reports.page import columns
+
+    added = columns.Column(
+        "tokens_per_second", "tokens/s", figure=columns.row_median("tokens_per_second", "{:.0f}")
+    )
+    monkeypatch.setattr(columns, "CASE_COLUMNS", (*columns.CASE_COLUMNS, added))
+    rows = [make_row("native"), make_row("lazy", overhead=0.8)]
+    for row in rows:
+        row["tokens_per_second"] = 1234.4 if row["strategy"] == "lazy" else None
+        if ranks:
+            row["phases"]["sync"] = row["phases"]["reset"]
+    rows.append(make_row("global", status="failed", error="process killed by SIGKILL"))
+    html = build.build(write_run(tmp_path / "run", rows)).read_text()
+    table = by_id(html, "strategies")
+    assert '<th rowspan="2">tokens/s</th>' in table and "<td>1234</td>" in table
+    assert ("sync<br>ms" in table) is ranks
+    assert "see the failed cases" in table
+    tables = table_widths(html)
+    assert tables and any(section == "strategies" for section, _ in tables)
+    for section, widths in tables:
+        assert len(set(widths)) == 1, (section, widths)  # every line as wide as the header

@@ -16,7 +16,7 @@ import jinja2
 from markupsafe import Markup, escape
 
 from reports.judge import wording
-from reports.page import analysis, charts
+from reports.page import analysis, charts, columns
 from reports.schema.page_records import Page
 
 TEMPLATES = Path(__file__).with_name("templates")
@@ -152,6 +152,7 @@ def build(directory: str | Path, report: Page | None = None) -> Path:
             title=title,
             r=report,
             charts=render_charts(report),
+            columns=columns.case_columns(report.has_sync),
             env_json=json.dumps(details, indent=1, default=str),
         )
     )

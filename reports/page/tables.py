@@ -98,6 +98,7 @@ def measured_line(line: CaseLine, e: Entry, result: VerdictFile) -> CaseLine:
         line,
         phases=e.phases,
         overhead=e.overhead,
+        rows=rows,
         vs_native=None
         if e.strategy == REFERENCE
         else {

@@ -89,6 +89,7 @@ class CaseLine:
     process: ProcessLine | None = None
     allreduce_per_window: float | None = None
     grad_check: GradCheck | None = None  # the worst over its processes
+    rows: list[Row] = field(default_factory=list)  # its ok rows, one per process (columns.py)
 
 
 @dataclass(slots=True)
