@@ -90,12 +90,29 @@ def run_one(
     tail = (
         _root_cause(lines, signals_only=True)
         or _exception_lines(log_path)
+        or _fatal_error(lines)
         or _root_cause(lines)
         or [line for line in lines if line]
     )
     if tail:
         error += f": {tail[-1]}"
     return [_failed(spec, error, started, stamp)]
+
+
+def _fatal_error(lines: list[str]) -> list[str]:
+    """Python's fault handler's report of a process killed by a signal, with the frame of the
+    thread it killed: ``Fatal Python error: Aborted in _commit (tests/fault_plugin.py:48)``;
+    [] without one."""
+    fatal = next((line for line in lines if line.startswith("Fatal Python error:")), None)
+    if fatal is None:
+        return []
+    here = next((i for i, line in enumerate(lines) if line.startswith("Current thread")), None)
+    frames = [line for line in lines[here + 1 :] if line.startswith("File ")] if here else []
+    frame = re.match(r'File "(.+)", line (\d+) in (.+)', frames[0]) if frames else None
+    if frame is None:
+        return [fatal]
+    path = frame[1].removeprefix(f"{envinfo.ROOT}{os.sep}")
+    return [f"{fatal} in {frame[3]} ({path}:{frame[2]})"]
 
 
 def _root_cause(lines: list[str], signals_only: bool = False) -> list[str]:
