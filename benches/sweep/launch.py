@@ -75,8 +75,8 @@ def run_one(
             stamped(row, stamp)
         if rows[0]["status"] != "ok" and spec.parallel != "none":
             # rank 0 often sees only that a peer hung up: every rank's exception, first first
-            lines = [line.strip() for line in log_path.read_text(errors="replace").splitlines()]
-            raised = _root_cause(lines, signals_only=True) + _exception_lines(log_path)
+            lines = _log_lines(log_path)
+            raised = _root_cause(lines, signals_only=True) + _exception_lines(lines)
             if raised:
                 rows[0]["error"] = "; ".join(raised)[:1000]
         return rows
@@ -86,10 +86,10 @@ def run_one(
         error = f"process killed by {name}{hint}"
     else:
         error = f"process exited with code {code}"
-    lines = [line.strip() for line in log_path.read_text(errors="replace").splitlines()]
+    lines = _log_lines(log_path)
     tail = (
         _root_cause(lines, signals_only=True)
-        or _exception_lines(log_path)
+        or _exception_lines(lines)
         or _fatal_error(lines)
         or _root_cause(lines)
         or [line for line in lines if line]
@@ -130,7 +130,7 @@ def _root_cause(lines: list[str], signals_only: bool = False) -> list[str]:
     code = facts.get("exitcode", "?").split(" ")[0]
     signal_name = re.search(r"\((SIG\w+)\)", facts.get("traceback", ""))
     if signal_name:
-        stack = " (its stack: the case's log)" if "Fatal Python error" in "\n".join(lines) else ""
+        stack = " (its stack: the case's log)" if _fatal_error(lines) else ""
         return [f"rank {rank} died by {signal_name.group(1)}{stack}"]
     return [] if signals_only else [f"rank {rank} exited with code {code}"]
 
@@ -200,9 +200,13 @@ def spawn(
             raise
 
 
-def _exception_lines(log_path: Path) -> list[str]:
+def _log_lines(log_path: Path) -> list[str]:
+    """A case's log, line by line, stripped."""
+    return [line.strip() for line in log_path.read_text(errors="replace").splitlines()]
+
+
+def _exception_lines(lines: list[str]) -> list[str]:
     """The distinct exception lines a case's processes printed, in the order they came."""
-    lines = (line.strip() for line in log_path.read_text(errors="replace").splitlines())
     return list(
         dict.fromkeys(
             line

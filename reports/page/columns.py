@@ -27,7 +27,7 @@ class Column:
     key: str  # the template's ``cell_KEY`` macro, or the row figure's name
     head: str  # the header (HTML); a group's title when it has ``sub``
     sub: tuple[str, ...] = ()  # a group's own headers, one cell each
-    text: bool = False  # cells of words, left-aligned
+    text: bool = False  # a group of words: its own headers left-aligned, as its cells are
     sync: bool = False  # shown only where some case's ranks sync gradients
     figure: Callable[[Any], str] | None = None  # a plain figure's text, from the case's line
 
@@ -65,7 +65,7 @@ CASE_COLUMNS = (
     Column("grad_check", "gradient<br>check"),
     Column("cpu_pressure", "CPU<br>pressure"),
     Column("switches", "context<br>switches/s<br>invol. / vol."),
-    Column("pinned", "pinned<br>to cores", text=True),
+    Column("pinned", "pinned<br>to cores"),
     Column("cv", "CV"),
 )
 
