@@ -232,7 +232,14 @@ def asv(session: nox.Session) -> None:
     # asv builds its own environments (asv.conf.json, torch held by constraints.txt): this one
     # needs asv itself, and what `python -m reports history` imports (no torch)
     session.install(
-        *CONSTRAINTS, "asv==0.6.6", "virtualenv", "numpy", "scipy", "jinja2", "matplotlib"
+        *CONSTRAINTS,
+        "asv==0.6.6",
+        "virtualenv",
+        "numpy",
+        "msgspec==0.23.0",
+        "scipy",
+        "jinja2",
+        "matplotlib",
     )
     commits = int(session.run("git", "rev-list", "--count", "main", silent=True, external=True))
     default = "main" if commits <= 5 else "main~5..main"  # "main" alone: every commit of main

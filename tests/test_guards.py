@@ -115,18 +115,18 @@ def test_a_row_reads_into_a_record_and_null_objects_read_empty(tmp_path):
 @pytest.mark.parametrize(
     "field, value, named",
     [
-        ("samples", "abc", "field 'samples' is a str"),
-        ("memory", [1], "field 'memory' is a list"),
-        ("accumulate", "1", "field 'accumulate' is \"1\""),
-        ("strategy", 3, "field 'strategy' is a int"),
-        ("samples.window", "abc", "field 'samples.window' is not a list of numbers"),
-        ("samples.window", [1, "x"], "field 'samples.window' is not a list of numbers"),
-        ("memory.peak_bytes", "9 MiB", "field 'memory.peak_bytes'"),
-        ("held_byets", 10, "has an unknown field 'held_byets'"),  # a misspelled key fails at once
+        ("samples", "abc", "got `str` - at `$.samples`"),
+        ("memory", [1], "got `array` - at `$.memory`"),
+        ("accumulate", "1", "got `str` - at `$.accumulate`"),
+        ("strategy", 3, "got `int` - at `$.strategy`"),
+        ("samples.window", "abc", "got `str` - at `$.samples[...]`"),
+        ("samples.window", [1, "x"], "got `str` - at `$.samples[...][1]`"),
+        ("memory.peak_bytes", "9 MiB", "got `str` - at `$.memory.peak_bytes`"),
+        ("held_byets", 10, "unknown field `held_byets`"),  # a misspelled key fails at once
         # ... inside a part of the row too (reports.schema.row_parts)
-        ("memory.held_byets", 10, "field 'memory' has an unknown field 'held_byets'"),
-        ("grad_check.okay", True, "field 'grad_check' has an unknown field 'okay'"),
-        ("cpu_pressure.medain", 0.1, "field 'cpu_pressure' has an unknown field 'medain'"),
+        ("memory.held_byets", 10, "unknown field `held_byets` - at `$.memory`"),
+        ("grad_check.okay", True, "unknown field `okay` - at `$.grad_check`"),
+        ("cpu_pressure.medain", 0.1, "unknown field `medain` - at `$.cpu_pressure`"),
     ],
 )
 def test_build_names_file_line_and_field_of_a_malformed_row(field, value, named, tmp_path, capsys):
@@ -146,9 +146,12 @@ def test_build_names_file_line_and_field_of_a_malformed_row(field, value, named,
 @pytest.mark.parametrize(
     "run, named",
     [
-        ({"sweep": 3}, "field 'sweep' is not an object"),
-        ({"env": "cpu"}, "field 'env' is not an object"),
-        ({"sweep": {"min_effect": "x"}}, "field 'sweep.min_effect'"),
+        ({"sweep": 3}, "got `int` - at `$.sweep`"),
+        ({"env": "cpu"}, "got `str` - at `$.env`"),
+        (
+            {"sweep": {"min_effect": "x"}},
+            "field 'sweep': Expected `float | null`, got `str` - at `$.min_effect`",
+        ),
     ],
 )
 def test_build_and_compare_name_a_malformed_run_json(run, named, runs, capsys):
@@ -179,7 +182,7 @@ def test_history_of_malformed_asv_files_is_one_line(tmp_path):
     assert done.returncode == 2, done.stdout + done.stderr
     line = one_line(done.stderr)
     assert line.startswith(ERROR + repr(str(results / "benchmarks.json"))), line
-    assert "benchmark 'a.b': field 'params' is 3; valid: a list of lists" in line, line
+    assert "benchmark 'a.b': Expected `array | null`, got `int` - at `$.params`" in line, line
 
 
 # -- reports gate: 2 for a bad file, an absent name, no comparison; 1 only for a regression -------
@@ -200,7 +203,11 @@ def test_gate_exit_codes(runs, tmp_path, capsys):
         "no-verdict": (tmp_path / "bad.json", [], "comparisons[0] has no 'verdict'"),
         "bad-word": (tmp_path / "word.json", [], "has verdict 'worse'"),
         "missing": (tmp_path / "none.json", [], "cannot read"),
-        "misspelled": (tmp_path / "typo.json", pair, "comparisons[0] has an unknown field 'ratoi'"),
+        "misspelled": (
+            tmp_path / "typo.json",
+            pair,
+            "comparisons[0]: Object contains unknown field `ratoi`",
+        ),
     }
     typo = json.loads(verdicts.read_text())
     typo["comparisons"][0]["ratoi"] = typo["comparisons"][0].pop("ratio")

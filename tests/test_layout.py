@@ -7,6 +7,7 @@ but the records below them (row_parts <- records <- verdict_records <- page_reco
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
@@ -108,10 +109,6 @@ ALLOWED = {
         ("reports.schema.settings", f"reports.schema.{m}")
         for m in ("row_parts", "records", "verdict_records", "page_records")
     ),
-    *(  # a JSON value against a field's type: standard library only, for every file's reader
-        ("reports.schema.fieldtypes", f"reports.schema.{m}")
-        for m in ("row_parts", "records", "verdict_records", "page_records")
-    ),
     ("reports.schema.row_parts", "reports.schema.records"),
     ("reports.schema.records", "reports.schema.verdict_records"),
     *(
@@ -129,7 +126,6 @@ ALLOWED = {
         ("reports", ("benches", "strategies")),
         ("strategies", ("benches", "reports")),
         ("reports.schema.settings", ("reports",)),
-        ("reports.schema.fieldtypes", ("reports",)),
         ("reports.schema.row_parts", ("reports",)),
         ("reports.schema.records", ("reports",)),  # but row_parts, the records inside a row
         ("reports.schema.verdict_records", ("reports",)),  # but the records below it
@@ -152,3 +148,20 @@ def test_imports_run_one_way(layer, never):
         and (o, layer) not in ALLOWED
     )
     assert not wrong, wrong
+
+
+def _outside(name: str) -> set[str]:
+    """The top-level modules outside ours that ``name`` imports, anywhere in it."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(MODULES[name].read_text())):
+        if isinstance(node, ast.Import):
+            out.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.add(node.module.split(".")[0])
+    return out - {"reports", "benches", "strategies", "__future__"}
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if n.startswith("reports.schema")))
+def test_the_schema_imports_the_standard_library_and_msgspec_only(name):
+    """The records are read by the engine, the sweep, the report and Ray's workers alike."""
+    assert _outside(name) - set(sys.stdlib_module_names) <= {"msgspec"}

@@ -15,7 +15,7 @@ from synthetic import entry as entry_of
 
 from reports.judge import machines, verdicts
 from reports.page import analysis, build, tables
-from reports.schema.records import Row, finite
+from reports.schema.records import Row, encode
 from reports.schema.verdict_records import GroupNoise, VerdictFile
 
 MIN_EFFECT = 0.02
@@ -185,8 +185,8 @@ def test_an_unpaired_comparison_across_machines_carries_the_spread_between_machi
     old = [
         entry_of(e.strategy, [{**r.to_json(), "placement": None} for r in e.rows]) for e in alone
     ]
-    assert json.dumps(finite(verdicts.verdicts(alone, MIN_EFFECT).to_json())) == json.dumps(
-        finite(verdicts.verdicts(old, MIN_EFFECT).to_json())
+    assert encode(verdicts.verdicts(alone, MIN_EFFECT).to_json()) == encode(
+        verdicts.verdicts(old, MIN_EFFECT).to_json()
     )
 
 
@@ -227,7 +227,7 @@ def test_paired_comparisons_and_loop_verdicts_are_untouched_by_placement():
 
 def test_verdicts_json_records_the_machines_and_reads_back_and_one_machine_writes_no_new_key():
     across = verdicts.verdicts(_two_strategies([1, 1], [2, 2], THREE), MIN_EFFECT, 1, "native")
-    data = json.loads(json.dumps(finite(across.to_json())))
+    data = json.loads(encode(across.to_json()))
     (group,) = data["noise_floor"]
     assert group["machines"] == 3 and group["machine_df"] == 2 and group["machine_measured"]
     assert group["machine_from"] == "native" and group["control_machines"] == 3

@@ -39,7 +39,7 @@ def test_real_sweep_rows_and_verdicts(real_sweep):
     assert {c["verdict"] for c in judged["comparisons"]} <= set(WORDS)
     report = analysis.report(real_sweep)
     # rebuilt: the same, to the bit
-    assert judged == records.finite(report.verdicts_json.to_json())
+    assert judged == json.loads(records.encode(report.verdicts_json.to_json()))
     # every strategy, the control's first process too, has its timeline and its cost model
     assert {t.label for t in report.timelines} == {*SWEEP_STRATEGIES, "plain loop"}
     assert {c.strategy for c in report.costs} == set(SWEEP_STRATEGIES)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import copy
-import dataclasses
 import json
 import re
 import subprocess
@@ -13,6 +12,7 @@ from itertools import combinations
 
 import pytest
 from conftest import run_reports
+from msgspec import structs
 from synthetic import (
     CHARTS,
     MIB,
@@ -480,7 +480,7 @@ def test_answer_chart_has_every_strategy_and_keeps_a_far_one_on_its_edge(tmp_pat
     for line in report.default_cases:
         assert f">{line.strategy}<" in svg or line.strategy in svg
     far = copy.deepcopy(report.default_cases)
-    far[0].overhead = dataclasses.replace(far[0].overhead, ratio=8.0, ci_low=7.5, ci_high=8.5)
+    far[0].overhead = structs.replace(far[0].overhead, ratio=8.0, ci_low=7.5, ci_high=8.5)
     drawn = charts.answer(far, 1, 0)
     assert f"{far[0].strategy} 8.00× (off the scale)" in drawn
     assert "peak memory during a window (MiB, exact)" in drawn

@@ -49,7 +49,6 @@ from benches.engine.growth import (
     per_window,
     plain_footprint,
 )
-from benches.engine.results import row_json
 from benches.engine.runner import PHASES, PairedRunner
 from benches.engine.spec import CaseSpec
 from benches.workloads import protocol
@@ -453,7 +452,7 @@ def main(argv: list[str]) -> int:
     if row is not None:
         out_path = Path(argv[1])
         tmp = out_path.with_suffix(".tmp")
-        rows = [row_json(r) for r in row] if isinstance(row, list) else row_json(row)
+        rows = [r.to_json() for r in row] if isinstance(row, list) else row.to_json()
         tmp.write_text(json.dumps(rows, default=str))
         os.replace(tmp, out_path)  # the parent sees a whole row or none
     return code

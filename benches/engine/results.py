@@ -3,33 +3,23 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from pathlib import Path
 from typing import Any
 
 from reports.judge.rows import RESULTS, SCHEMA_VERSION, read
-from reports.schema.records import Row, finite
-from reports.schema.row_parts import written
+from reports.schema.records import Row, encode
 
-__all__ = ["RESULTS", "SCHEMA_VERSION", "append", "read", "row_json"]
-
-
-def row_json(row: Row) -> dict[str, Any]:
-    """A row the engine made as its JSON object: ``Row.to_json`` less the fields it was never
-    given (``row_parts.made``), so each kind of row keeps its keys. ``append`` adds
-    ``schema_version``."""
-    return written(row.to_json())
+__all__ = ["RESULTS", "SCHEMA_VERSION", "append", "read"]
 
 
 def append(directory: str | Path, row: Row | dict[str, Any]) -> None:
     """Append one row (a ``Row``, or its JSON object as a case's process wrote it) and make it
     durable before returning: an interrupt loses nothing. A write that fails (a full disk) is
     cut back off, so no half line stays; OSError is raised."""
-    if isinstance(row, Row):
-        row = row_json(row)
-    row = {"schema_version": SCHEMA_VERSION, **row}
-    data = (json.dumps(finite(row), allow_nan=False) + "\n").encode()
+    if isinstance(row, Row):  # its JSON object: a field it was never given has no key (made)
+        row = row.to_json()
+    data = encode({"schema_version": SCHEMA_VERSION, **row}) + b"\n"
     fd = os.open(Path(directory) / RESULTS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         start = os.lseek(fd, 0, os.SEEK_END)

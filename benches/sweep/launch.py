@@ -138,9 +138,8 @@ def _root_cause(lines: list[str], signals_only: bool = False) -> list[str]:
 def _failed(spec: CaseSpec, error: str, started: float, stamp: float) -> dict[str, Any]:
     """The row of a case that wrote none: its error, and how long it held the sweep."""
     from benches.engine.case import failed_measure, row_for
-    from benches.engine.results import row_json
 
-    row = row_json(row_for(spec, failed_measure(error)))
+    row = row_for(spec, failed_measure(error)).to_json()
     row["wall_s"] = {"total": time.monotonic() - started}
     return stamped(row, stamp)
 

@@ -26,8 +26,9 @@ rows): ``unmeasured``, never guessed.
 
 from __future__ import annotations
 
-import dataclasses
 import statistics
+
+from msgspec import structs
 
 from reports.judge.rows import memory_note
 from reports.schema.records import Entry, Row
@@ -76,7 +77,7 @@ def judge(entry: Entry) -> Growth:
         return case
     columns = (statistics.median(column) for column in zip(*measured, strict=True))
     growth, plain, own, excess = columns
-    return dataclasses.replace(
+    return structs.replace(
         case,
         verdict="leaks" if excess > LEAK_BYTES else "steady",
         growth_bytes_per_window=growth,

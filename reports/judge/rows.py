@@ -9,8 +9,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from reports.judge import stats
-from reports.schema.records import Entry, Paired, RecordError, Row
+from reports.schema.records import ROW, Entry, Paired, Row
 from reports.schema.row_parts import GradCheck, Summary
 from reports.schema.settings import (
     ADDED_LATER,
@@ -49,42 +51,26 @@ def read(directory: str | Path) -> list[Row]:
         return []
     rows = []
     corrupt: list[tuple[int, ValueError]] = []  # warned only when a row is left
-    with open(path, encoding="utf-8", errors="replace") as f:
+    with open(path, "rb") as f:
         for number, line in enumerate(f, 1):
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
-                if not isinstance(row, dict):
-                    raise ValueError("not a JSON object")
-            except ValueError as err:
+                row = _row(line, f"{path}:{number}")
+            except SchemaError:
+                raise
+            except ValueError as err:  # not JSON, or not an object: a corrupt line
                 corrupt.append((number, err))
                 continue
-            version = row.get("schema_version", 1)
-            if version != SCHEMA_VERSION:
+            missing = row.settle()
+            if row.ok and row.case_id is None:
+                raise SchemaError(f"{path}:{number}: an ok row has no field 'case_id'")
+            if row.ok and missing:
                 raise SchemaError(
-                    f"{path}:{number}: schema_version {version} rows cannot be read (this "
-                    f"version reads {SCHEMA_VERSION}: paired overheads and exact memory); "
-                    "rerun the sweep"
+                    f"{path}:{number}: row {row.case_id!r} has no field {missing[0]!r} (a "
+                    f"case's identity: {', '.join(CASE_KEY)})"
                 )
-            for key, value in ADDED_LATER.items():
-                row.setdefault(key, value)
-            if row.get("status") == "ok":
-                if "case_id" not in row:
-                    raise SchemaError(f"{path}:{number}: an ok row has no field 'case_id'")
-                missing = [key for key in CASE_KEY if key not in row]
-                if missing:
-                    raise SchemaError(
-                        f"{path}:{number}: row {row.get('case_id', '?')!r} has no field "
-                        f"{missing[0]!r} (a case's identity: {', '.join(CASE_KEY)})"
-                    )
-                bad = malformed(row)
-                if bad:
-                    raise SchemaError(f"{path}:{number}: row {row.get('case_id', '?')!r}: {bad}")
-            try:
-                rows.append(Row.from_json(row, f"row {row.get('case_id', '?')!r}"))
-            except RecordError as err:
-                raise SchemaError(f"{path}:{number}: {err}") from None
+            rows.append(row)
     if not rows and corrupt:
         number, err = corrupt[0]
         raise SchemaError(
@@ -98,54 +84,37 @@ def read(directory: str | Path) -> list[Row]:
     return rows
 
 
-# the fields of an ok row the reports read, with the JSON type each must have (null allowed)
-OBJECTS = (
-    "phases",
-    "samples",
-    "overhead",
-    "memory",
-    "cpu_pressure",
-    "grad_check",
-    "wall_s",
-    "env",
-    "cost_model",
-    "accumulation_error",
-    "total_error",
-    "grad_sync_vs_every",
-    "settings_vs",
-    "collectives_per_window",
-)
-TEXTS = ("strategy", "options", "grad_sync", "precision", "device", "workload", "preset")
-COUNTS = ("accumulate", "live_tensors", "repeat", "warmup", "threads", "world_size", "round")
+def _row(line: bytes, where: str) -> Row:
+    """One line of results.jsonl as a ``Row``, typed by msgspec. A line that is not a JSON
+    object is a ValueError (corrupt: skipped); a row of another schema version, or one that is
+    not a ``Row``, a SchemaError naming the field's path."""
+    try:
+        row = ROW.decode(line)
+    except msgspec.ValidationError:
+        data = msgspec.json.decode(line)  # JSON, but not a Row: which version, which field
+    except msgspec.DecodeError:  # not JSON to msgspec: Python's json reads NaN, older rows'
+        try:
+            data = json.loads(line)
+        except ValueError as err:
+            raise ValueError(str(err)) from None
+    else:
+        _version(row.schema_version, where)
+        return row
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    _version(data.get("schema_version"), where)
+    try:
+        return msgspec.convert(data, Row)
+    except msgspec.ValidationError as err:
+        raise SchemaError(f"{where}: row {data.get('case_id', '?')!r}: {err}") from None
 
 
-def _kind(value: Any) -> str:
-    return "null" if value is None else type(value).__name__
-
-
-def malformed(row: dict[str, Any]) -> str | None:
-    """What is wrong with an ok row's shape, naming the field ('field 'samples' is a str ...'),
-    or None: so a hand-edited or foreign row is one line, never a traceback in the report."""
-    for key in OBJECTS:
-        if row.get(key) is not None and not isinstance(row[key], dict):
-            return f"field {key!r} is a {_kind(row[key])}; valid: an object or null"
-    for key in TEXTS:
-        if key in row and not isinstance(row[key], str):
-            return f"field {key!r} is a {_kind(row[key])}; valid: a string"
-    for key in COUNTS:
-        value = row.get(key, 0)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            return f"field {key!r} is {json.dumps(value)}; valid: an integer >= 0"
-    for phase, values in (row.get("samples") or {}).items():
-        if not isinstance(values, list) or not all(
-            v is None or (isinstance(v, int | float) and not isinstance(v, bool)) for v in values
-        ):
-            return f"field 'samples.{phase}' is not a list of numbers ({json.dumps(values)[:60]})"
-    for key, value in (row.get("memory") or {}).items():
-        number = isinstance(value, int | float) and not isinstance(value, bool)
-        if key.endswith(("_bytes", "_per_window")) and value is not None and not number:
-            return f"field 'memory.{key}' is {json.dumps(value)[:60]}; valid: a number or null"
-    return None
+def _version(version: Any, where: str) -> None:
+    if (version or 1) != SCHEMA_VERSION:
+        raise SchemaError(
+            f"{where}: schema_version {version or 1} rows cannot be read (this version reads "
+            f"{SCHEMA_VERSION}: paired overheads and exact memory); rerun the sweep"
+        )
 
 
 def process_of(row: Row) -> str:
@@ -158,7 +127,7 @@ def process_of(row: Row) -> str:
 def first_row(rows: list[Row]) -> Row:
     """The row a page reads the run's settings and environment from: the first ok one, else
     the first; an empty ``Row`` (every figure None) when there is none."""
-    return next((r for r in rows if r.ok), rows[0] if rows else Row())
+    return next((r for r in rows if r.ok), rows[0] if rows else Row.from_json({}))
 
 
 def memory_note(rows: list[Row], key: str) -> Any:
@@ -201,9 +170,7 @@ def pooled(rows: list[Row]) -> dict[tuple, Entry]:
             entry.samples = {
                 phase: [s for r in ok for s in r.samples.get(phase, [])] for phase in PHASES
             }
-            entry.phases = {
-                p: Summary.of(stats.summarize(v)) for p, v in entry.samples.items() if v
-            }
+            entry.phases = {p: Summary(**stats.summarize(v)) for p, v in entry.samples.items() if v}
             entry.overhead = paired_overhead(entry)
         out[key] = entry
     return out

@@ -17,12 +17,13 @@ place a verdict is decided:
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import statistics
 from collections import defaultdict
 from itertools import combinations
 from typing import Any
+
+from msgspec import structs
 
 from reports.judge import leaks, machines, stats
 from reports.judge.rows import LOOP_SAMPLES, process_of, spell
@@ -511,7 +512,7 @@ def paired_resolution(
         here = halves.get((spread.k, spread.n, repr(sorted(spread.case.items()))))
         if here:
             half = max(math.log1p(min_effect), statistics.median(here))
-            spreads[key] = dataclasses.replace(
+            spreads[key] = structs.replace(
                 spread,
                 resolution=math.expm1(half),
                 resolution_from=f"{len(here)} paired comparisons",

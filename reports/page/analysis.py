@@ -9,9 +9,10 @@ browser.
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
+
+from msgspec import structs
 
 from reports.judge import decision, targets, verdicts
 from reports.judge.rows import pooled, read, strategy_order
@@ -51,7 +52,7 @@ def judge_sweep(entries, run: RunFile, main: dict[str, Any]) -> tuple[VerdictFil
         for c in judged_all.comparisons
         if all(c.case.get(name) == value for name, value in main.items())
     ]
-    return judged_all, dataclasses.replace(judged_all, comparisons=shown)
+    return judged_all, structs.replace(judged_all, comparisons=shown)
 
 
 def build_lines(judged: VerdictFile) -> list[dict[str, Any]]:

@@ -9,9 +9,11 @@ import math
 from pathlib import Path
 from typing import Any
 
+import msgspec
+from msgspec import Struct
+
 from reports.judge import verdicts
 from reports.judge.rows import RESULTS, SchemaError, first_row, process_of
-from reports.schema.fieldtypes import Kind, checker, shown, wrong
 from reports.schema.page_records import TheRun, Wall, WallStep
 from reports.schema.records import RecordError, Row, RunFile
 
@@ -28,44 +30,50 @@ def run_info(directory: Path) -> RunFile:
 
 
 # the keys of pytest-benchmark's --benchmark-json that the page reads, with their types (and
-# benches/conftest.py's ``zerograd_order``): another type is a SchemaError naming the field
-PYTEST_BENCHMARK: dict[str, dict[str, Kind]] = {
-    "": {
-        "benchmarks": checker(list[dict[str, Any]] | None),
-        "datetime": checker(str | None),
-        "version": checker(str | None),
-        "machine_info": checker(dict[str, Any] | None),
-        "commit_info": checker(dict[str, Any] | None),
-    },
-    "benchmarks[]": {
-        "name": checker(str | None),
-        "fullname": checker(str | None),
-        "group": checker(str | None),
-        "stats": checker(dict[str, Any] | None),
-        "extra_info": checker(dict[str, Any] | None),
-    },
-    "stats": {
-        **{key: checker(float | None) for key in ("median", "iqr", "min", "mean", "stddev", "ops")},
-        "rounds": checker(int | None),
-    },
-    "machine_info": {
-        "cpu": checker(dict[str, Any] | None),
-        "processor": checker(str | None),
-        "zerograd_order": checker(dict[str, Any] | None),
-    },
-    "cpu": {"brand_raw": checker(str | None)},
-    "zerograd_order": {"seed": checker(int | None)},
-    "commit_info": {"id": checker(str | None)},
-}
+# benches/conftest.py's ``zerograd_order``); another key is let through, another type is a
+# SchemaError naming the field's path
+class _Stats(Struct):
+    median: float | None = None
+    iqr: float | None = None
+    min: float | None = None
+    mean: float | None = None
+    stddev: float | None = None
+    ops: float | None = None
+    rounds: int | None = None
 
 
-def _typed(path: Path, data: dict[str, Any], part: str, name: str = "") -> dict[str, Any]:
-    """``data`` (``part`` of the file, at field ``name``) with each key the page reads of its
-    type, or a SchemaError naming the file and the field."""
-    for key, kind in PYTEST_BENCHMARK[part].items():
-        if key in data and not kind.fits(data[key]):
-            raise SchemaError(f"{path}: {wrong(f'{name}{key}', kind.explain(data[key]))}")
-    return data
+class _Bench(Struct):
+    name: str | None = None
+    fullname: str | None = None
+    group: str | None = None
+    stats: _Stats | None = None
+    extra_info: dict[str, Any] | None = None
+
+
+class _Cpu(Struct):
+    brand_raw: str | None = None
+
+
+class _Order(Struct):
+    seed: int | None = None
+
+
+class _Machine(Struct):
+    cpu: _Cpu | None = None
+    processor: str | None = None
+    zerograd_order: _Order | None = None
+
+
+class _Commit(Struct):
+    id: str | None = None
+
+
+class PytestBenchmark(Struct):
+    benchmarks: list[_Bench] | None = None
+    datetime: str | None = None
+    version: str | None = None
+    machine_info: _Machine | None = None
+    commit_info: _Commit | None = None
 
 
 def _pytest_benchmark(directory: Path) -> dict[str, Any] | None:
@@ -79,17 +87,12 @@ def _pytest_benchmark(directory: Path) -> dict[str, Any] | None:
     except ValueError as err:
         return {"error": f"{path.name} is not valid JSON ({err})", "benchmarks": []}
     if not isinstance(data, dict):
-        raise SchemaError(f"{path} is not a JSON object ({shown(data)})")
-    _typed(path, data, "")
-    for i, bench in enumerate(data.get("benchmarks") or []):
-        _typed(path, bench, "benchmarks[]", f"benchmarks[{i}].")
-        _typed(path, bench.get("stats") or {}, "stats", f"benchmarks[{i}].stats.")
-    machine = _typed(path, data.get("machine_info") or {}, "machine_info", "machine_info.")
-    _typed(path, machine.get("cpu") or {}, "cpu", "machine_info.cpu.")
-    _typed(
-        path, machine.get("zerograd_order") or {}, "zerograd_order", "machine_info.zerograd_order."
-    )
-    commit = _typed(path, data.get("commit_info") or {}, "commit_info", "commit_info.")
+        raise SchemaError(f"{path} is not a JSON object ({json.dumps(data)[:60]})")
+    try:
+        msgspec.convert(data, PytestBenchmark)
+    except msgspec.ValidationError as err:
+        raise SchemaError(f"{path}: {err}") from None
+    machine, commit = data.get("machine_info") or {}, data.get("commit_info") or {}
     benchmarks = []
     for bench in data.get("benchmarks") or []:
         st = bench.get("stats") or {}

@@ -5,10 +5,11 @@ templates only format it."""
 
 from __future__ import annotations
 
-import dataclasses
 import statistics
 from pathlib import Path
 from typing import Any
+
+from msgspec import structs
 
 from reports.judge import leaks, machines, stats, targets, verdicts
 from reports.judge.rows import REFERENCE, memory_note, process_of, strategy_order
@@ -79,7 +80,7 @@ def case_memory(e: Entry) -> CaseMemory:
     """A case's memory figures, each its median over processes, and what its growth is of."""
     figures = {
         f.name: verdicts.memory_figure(e, f.name)
-        for f in dataclasses.fields(CaseMemory)
+        for f in structs.fields(CaseMemory)
         if f.name != "growth_measure"
     }
     return CaseMemory(**figures, growth_measure=memory_note(e.rows, "growth_measure"))
@@ -94,7 +95,7 @@ def measured_line(line: CaseLine, e: Entry, result: VerdictFile) -> CaseLine:
     ]
     calls = [r.allreduce_per_window for r in rows if r.allreduce_per_window]
     checks = [r.grad_check for r in rows if r.grad_check]
-    return dataclasses.replace(
+    return structs.replace(
         line,
         phases=e.phases,
         overhead=e.overhead,
@@ -135,7 +136,7 @@ def core_overheads(entries: list[Entry]) -> list[CoreOverhead]:
                 k=e.k,
                 n=e.n,
                 native=e.phases["window"],
-                plain=Summary.of(stats.summarize(plain)),
+                plain=Summary(**stats.summarize(plain)),
                 overhead=result,
                 ok=targets.overhead_ok(result),
             )

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reports.schema.fieldtypes import Kind, checker, shown, wrong
+import msgspec
+from msgspec import Struct
 
 RESULTS = "results"
 BENCHMARKS = "benchmarks.json"
@@ -28,65 +29,65 @@ class HistoryError(ValueError):
 
 
 # the keys of asv's files that are read here, with the types asv writes (``asv.results``,
-# ``asv.benchmarks``): another type is a HistoryError naming the file and the field
-def _kinds(hints: dict[str, Any]) -> dict[str, Kind]:
-    return {key: checker(hint) for key, hint in hints.items()}
+# ``asv.benchmarks``); another key is let through. Another type is a HistoryError naming the
+# file and the field's path (``check``)
+class Benchmark(Struct):
+    """One benchmark of benchmarks.json."""
+
+    name: str
+    params: list[list[str]] | None = None  # each parameter's values, as asv's reprs
+    param_names: list[str] | None = None
+    version: str | None = None
+    unit: str | None = None
+    type: str | None = None
+    rounds: int | None = None
 
 
-BENCHMARK_FIELDS = _kinds(  # one benchmark of benchmarks.json
-    {
-        "name": str,
-        "params": list[list[str]] | None,  # each parameter's values, as asv's reprs
-        "param_names": list[str] | None,
-        "version": str | None,
-        "unit": str | None,
-        "type": str | None,
-        "rounds": int | None,
-    }
-)
-RESULT_FILE_FIELDS = _kinds(  # a results file (its ``results`` rows: ``RESULT_COLUMNS``)
-    {
-        "commit_hash": str,
-        "date": float | None,  # JavaScript milliseconds
-        "env_name": str | None,
-        "params": dict[str, Any] | None,
-        "result_columns": list[str],
-        "results": dict[str, list[Any] | None],
-    }
-)
-RESULT_COLUMNS = _kinds(  # a benchmark's row of a results file, column by column
-    {
-        "result": list[float | None] | None,  # null: failed, NaN: skipped
-        "params": list[list[str]] | None,
-        "version": str | None,
-        "samples": list[list[float] | None] | None,
-        "stats_ci_99_a": list[float | None] | None,
-        "stats_ci_99_b": list[float | None] | None,
-        "stats_q_25": list[float | None] | None,
-        "stats_q_75": list[float | None] | None,
-        "stats_repeat": list[float | None] | None,
-    }
-)
-MACHINE_FIELDS = _kinds({"machine": str | None})
+class Machine(Struct):
+    """machine.json, and a results file's ``params``."""
+
+    machine: str | None = None
 
 
-def check(
-    path: Path, data: dict[str, Any], kinds: dict[str, Kind], where: str = "", inside: str = ""
-) -> None:
-    """Each key of ``data`` that ``kinds`` names is of its type, or a HistoryError naming the
-    file, ``where`` in it (a benchmark) and the field (``inside`` another: ``params.``)."""
-    for key, kind in kinds.items():
-        value = data.get(key)
-        if key in data and not kind.fits(value):
-            problem = wrong(f"{inside}{key}", kind.explain(value))
-            raise HistoryError(f"{str(path)!r}: {where}{problem}")
+class ResultFile(Struct):
+    """A results file (its ``results`` rows: ``ResultColumns``)."""
+
+    commit_hash: str
+    result_columns: list[str]
+    results: dict[str, list[Any] | None]
+    date: float | None = None  # JavaScript milliseconds
+    env_name: str | None = None
+    params: Machine | None = None
+
+
+class ResultColumns(Struct):
+    """A benchmark's row of a results file, column by column."""
+
+    result: list[float | None] | None = None  # null: failed, NaN: skipped
+    params: list[list[str]] | None = None
+    version: str | None = None
+    samples: list[list[float] | None] | None = None
+    stats_ci_99_a: list[float | None] | None = None
+    stats_ci_99_b: list[float | None] | None = None
+    stats_q_25: list[float | None] | None = None
+    stats_q_75: list[float | None] | None = None
+    stats_repeat: list[float | None] | None = None
+
+
+def check(path: Path, data: dict[str, Any], kind: type, where: str = "") -> None:
+    """``data`` is a ``kind`` (the keys it names of their types), or a HistoryError naming the
+    file, ``where`` in it (a benchmark) and the field's path."""
+    try:
+        msgspec.convert(data, kind)
+    except msgspec.ValidationError as err:
+        raise HistoryError(f"{str(path)!r}: {where}{err}") from None
 
 
 def load_object(path: Path) -> dict[str, Any]:
     """A JSON file that holds an object, or a HistoryError naming it."""
     data = _load_json(path)
     if not isinstance(data, dict):
-        raise HistoryError(f"{str(path)!r} is not a JSON object ({shown(data)})")
+        raise HistoryError(f"{str(path)!r} is not a JSON object ({json.dumps(data)[:60]})")
     return data
 
 
@@ -202,8 +203,7 @@ def read_result_file(path: Path, benchmarks: dict[str, dict]) -> dict[str, Any]:
         commit = data["commit_hash"]
     except KeyError as err:
         raise HistoryError(f"{str(path)!r} is not an asv results file (no {err})") from None
-    check(path, data, RESULT_FILE_FIELDS)
-    check(path, data.get("params") or {}, MACHINE_FIELDS, inside="params.")
+    check(path, data, ResultFile)
     out: dict[str, Any] = {
         "commit": commit,
         "date": data.get("date"),
@@ -219,7 +219,7 @@ def read_result_file(path: Path, benchmarks: dict[str, dict]) -> dict[str, Any]:
         if row is None:  # asv wrote no row: nothing measured
             continue
         fields = dict(zip(columns, row, strict=False))
-        check(path, fields, RESULT_COLUMNS, f"benchmark {name!r}: ")
+        check(path, fields, ResultColumns, f"benchmark {name!r}: ")
         version = fields.get("version")
         if version is not None and bench.get("version") not in (None, version):
             out["stale"].append(name)
@@ -244,7 +244,7 @@ def _result_files(results: Path):
         if not machine_file.is_file():  # asv skips a folder without machine.json too
             continue
         machine_info = load_object(machine_file)
-        check(machine_file, machine_info, MACHINE_FIELDS)
+        check(machine_file, machine_info, Machine)
         machine = machine_info.get("machine") or machine_dir.name
         for path in sorted(machine_dir.glob("*.json")):
             if path.name not in (MACHINE, BENCHMARKS):
@@ -259,7 +259,7 @@ def load(asv_dir: Path) -> dict[str, Any]:
         raise HistoryError(f"{str(results / BENCHMARKS)!r} is not asv's benchmarks.json")
     benchmarks = {k: v for k, v in raw.items() if isinstance(v, dict) and "name" in v}
     for name, bench in benchmarks.items():
-        check(results / BENCHMARKS, bench, BENCHMARK_FIELDS, f"benchmark {name!r}: ")
+        check(results / BENCHMARKS, bench, Benchmark, f"benchmark {name!r}: ")
     series: dict[tuple, Series] = {}
     stale: dict[str, int] = defaultdict(int)
     unreadable: list[str] = []

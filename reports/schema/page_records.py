@@ -9,14 +9,16 @@ the HTML template (``build``), the charts and the sweep's terminal tables
     Row, RunFile ------runinfo---> TheRun -----------------+
 
 A field's meaning is written where it is defined, here. Figures are in seconds and bytes; the
-template formats them. This module imports only the standard library and the records below it.
+template formats them. This module imports only the standard library, msgspec and the records
+below it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
+
+from msgspec import Struct, field, structs
 
 from reports.schema.records import Entry, Paired, Row, RunFile
 from reports.schema.row_parts import Collectives, ErrorFigures, GradCheck, Json, Summary, Timeline
@@ -31,14 +33,12 @@ from reports.schema.verdict_records import (
 
 
 def shallow(record: Any) -> dict[str, Any]:
-    """A record's fields by name, not copied (``dataclasses.asdict`` would turn the rows and
-    comparisons inside it into dicts)."""
-    return {f.name: getattr(record, f.name) for f in fields(record)}
+    """A record's fields by name, not copied (the rows and comparisons inside it stay records)."""
+    return structs.asdict(record)
 
 
 # -- a line per case -----------------------------------------------------------------------------
-@dataclass(slots=True)
-class CaseMemory:
+class CaseMemory(Struct):
     """A case's memory figures, each its median over processes (``verdicts.memory_figure``:
     exact figures, which agree between processes)."""
 
@@ -53,8 +53,7 @@ class CaseMemory:
     growth_measure: str | None = None  # what the growth is of: malloc, CUDA allocated or RSS
 
 
-@dataclass(slots=True)
-class ProcessLine:
+class ProcessLine(Struct):
     """A case's process figures over its rounds (psutil, ``tables.process_line``)."""
 
     involuntary_per_s: float | None = None  # the busiest process's
@@ -64,8 +63,7 @@ class ProcessLine:
     noise_signals: list[str] = field(default_factory=list)  # psi, involuntary_switches, none
 
 
-@dataclass(slots=True)
-class CaseLine:
+class CaseLine(Struct):
     """One case of the report's tables (``tables.case_table``): a strategy with its options at
     K and N, pooled over its processes. A case none of whose processes finished has only the
     first block (``ok`` False)."""
@@ -92,8 +90,7 @@ class CaseLine:
     rows: list[Row] = field(default_factory=list)  # its ok rows, one per process (columns.py)
 
 
-@dataclass(slots=True)
-class FlavourLine:
+class FlavourLine(Struct):
     """Under DDP/FSDP2/HSDP, one case and grad_sync flavour (``tables.flavour_table``)."""
 
     strategy: str
@@ -108,8 +105,7 @@ class FlavourLine:
     peak_bytes: float | None
 
 
-@dataclass(slots=True)
-class SettingLine:
+class SettingLine(Struct):
     """--compare-settings: one case's loop against the same strategy's loop with the other
     setting (``recipe.settings_table``), as verdicts.json's ``settings`` states it."""
 
@@ -127,8 +123,7 @@ class SettingLine:
     compile_s: float | None  # the case's compile time, median over its processes
 
 
-@dataclass(frozen=True, slots=True)
-class Target:
+class Target(Struct, frozen=True):
     """A target the issues set, checked on this sweep (``targets.evaluate``)."""
 
     target: str  # what is measured, in words
@@ -137,8 +132,7 @@ class Target:
     ok: bool
 
 
-@dataclass(slots=True)
-class CoreOverhead:
+class CoreOverhead(Struct):
     """The core's overhead at one K and N (``tables.core_overheads``): native's paired ratio to
     the plain loop."""
 
@@ -150,8 +144,7 @@ class CoreOverhead:
     ok: bool  # within targets.OVERHEAD_MAX and OVERHEAD_CI_MAX
 
 
-@dataclass(slots=True)
-class Flamegraph:
+class Flamegraph(Struct):
     """A process's memray flamegraph (``tables.flamegraphs``)."""
 
     strategy: str
@@ -163,16 +156,14 @@ class Flamegraph:
     peak_bytes: int | None
 
 
-@dataclass(slots=True)
-class TimelineLine:
+class TimelineLine(Struct):
     """One window's memory over time, a strategy's or the plain loop's (``tables.timelines``)."""
 
     label: str  # the strategy, or "plain loop"
     timeline: Timeline
 
 
-@dataclass(slots=True)
-class CostLine:
+class CostLine(Struct):
     """The cost model against what a case measured (``tables.cost_table``)."""
 
     strategy: str
@@ -187,14 +178,12 @@ class CostLine:
     coefficients: Json
 
 
-@dataclass(frozen=True, slots=True)
-class SlopePoint:
+class SlopePoint(Struct, frozen=True):
     live: int  # N, the unrelated live tensors
     reset: Summary  # the reset phase there
 
 
-@dataclass(slots=True)
-class Slope:
+class Slope(Struct):
     """How a strategy's reset grows with live tensors at one K (``answer.reset_slopes``)."""
 
     strategy: str
@@ -203,8 +192,7 @@ class Slope:
     per_10k_s: float | None  # per 10,000 live tensors
 
 
-@dataclass(slots=True)
-class ErrorLine:
+class ErrorLine(Struct):
     """A strategy's window gradient error at one precision and K (``recipe.error_table``)."""
 
     strategy: str
@@ -223,8 +211,7 @@ class ErrorLine:
     total_reference: list[str] = field(default_factory=list)
 
 
-@dataclass(slots=True)
-class CheckSummary:
+class CheckSummary(Struct):
     """The gradient checks of one precision over every ok case (``recipe.check_summary``)."""
 
     precision: str
@@ -235,22 +222,19 @@ class CheckSummary:
     tolerance_max: float
 
 
-@dataclass(frozen=True, slots=True)
-class StrategyOptions:
+class StrategyOptions(Struct, frozen=True):
     strategy: str  # the case's label, ``name:k=v``
     name: str
     options: str
 
 
-@dataclass(frozen=True, slots=True)
-class CompileTime:
+class CompileTime(Struct, frozen=True):
     strategy: str
     median_s: float  # over its processes
     processes: int
 
 
-@dataclass(slots=True)
-class MfuLine:
+class MfuLine(Struct):
     """A case's model FLOPs utilisation, median over its processes (a GPU's)."""
 
     strategy: str
@@ -262,8 +246,7 @@ class MfuLine:
     measure: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class LoopSetting:
+class LoopSetting(Struct, frozen=True):
     """A setting that changes the loop (``settings.LOOP``), as "What was run" lists it from its
     declaration (``recipe.loop_settings``): every value the rows ran, spelled as the command
     line does, and the one the tables show (a swept setting's main value)."""
@@ -275,8 +258,7 @@ class LoopSetting:
     swept: bool
 
 
-@dataclass(slots=True)
-class Recipe:
+class Recipe(Struct):
     """The training loop every case ran with (``recipe.recipe``), each setting as the rows say
     it (the same in every row of one sweep; joined with commas where not)."""
 
@@ -288,15 +270,13 @@ class Recipe:
     mfu: list[MfuLine] = field(default_factory=list)
 
 
-@dataclass(frozen=True, slots=True)
-class WallStep:
+class WallStep(Struct, frozen=True):
     step: str  # a case's step (engine.case.Wall.STEPS, the sweep's own)
     seconds: float  # summed over the processes
     share: float | None  # of the total
 
 
-@dataclass(slots=True)
-class Wall:
+class Wall(Struct):
     """Where the sweep's wall time went (``runinfo.wall_time``)."""
 
     total_s: float
@@ -305,8 +285,7 @@ class Wall:
     steps: list[WallStep]  # largest first
 
 
-@dataclass(slots=True)
-class CaseProfile:
+class CaseProfile(Struct):
     """One profiled case (``profile.case_profile``): its trace and notes from the row's
     ``profile``, and, where the profiler gave figures, the comparison with the plain loop."""
 
@@ -330,8 +309,7 @@ class CaseProfile:
     launches: Json | None = None  # per loop and phase (CUDA), profile.launches
 
 
-@dataclass(slots=True)
-class Profiles:
+class Profiles(Struct):
     """Every profiled case, and those at the answer's K and N (``here``: every one if none)."""
 
     cases: list[CaseProfile] = field(default_factory=list)
@@ -339,8 +317,7 @@ class Profiles:
 
 
 # -- where it ran ---------------------------------------------------------------------------------
-@dataclass(slots=True)
-class MachineLine:
+class MachineLine(Struct):
     """One machine a verdict counts (``machines.machine_of``), with its processes
     (``tables.where_it_ran``)."""
 
@@ -358,8 +335,7 @@ class MachineLine:
     unstamped: int = 0  # its processes without their timed pairs' stamps
 
 
-@dataclass(slots=True)
-class MachineSpreadLine:
+class MachineSpreadLine(Struct):
     """A group's spread between machines (verdicts.json's ``noise_floor``), in words where it
     was not measured."""
 
@@ -375,8 +351,7 @@ class MachineSpreadLine:
     note: str  # "" where measured; else why not, and what it means
 
 
-@dataclass(slots=True)
-class Where:
+class Where(Struct):
     """Where the sweep ran (``tables.where_it_ran``): shown where it ran on more than one
     machine, node or host."""
 
@@ -387,8 +362,7 @@ class Where:
 
 
 # -- the answer -----------------------------------------------------------------------------------
-@dataclass(slots=True)
-class Pick:
+class Pick(Struct):
     """The fastest or the leanest strategy at the answer's K and N, or its runner-up."""
 
     strategy: str
@@ -402,8 +376,7 @@ class Pick:
     lead: Comparison | None = None  # this one against the runner-up, from verdicts.json
 
 
-@dataclass(slots=True)
-class Answer:
+class Answer(Struct):
     """The answer at one K and N (``answer.answer``): fastest and leanest with their verdicts
     against the runner-up, and one sentence of advice from the verdicts."""
 
@@ -424,8 +397,7 @@ class Answer:
     full_sweep: Reference | None = None
 
 
-@dataclass(slots=True)
-class Reference:
+class Reference(Struct):
     """A committed sample's full sweep (reports/samples/NAME), for what a shorter sweep missed."""
 
     sample: str  # the sample's folder name under reports/samples/
@@ -434,8 +406,7 @@ class Reference:
 
 
 # -- the page -------------------------------------------------------------------------------------
-@dataclass(slots=True)
-class TheRun:
+class TheRun(Struct):
     """The run as a whole (``runinfo.the_run``): its settings and environment, its rows, where
     its time went, its failed and noisy processes, pytest-benchmark's figures."""
 
@@ -460,7 +431,6 @@ class TheRun:
     results: str  # the results file's name
 
 
-@dataclass(slots=True)
 class Page(TheRun):
     """Everything index.html shows (``analysis.report``), in the order it shows it, and
     verdicts.json's content."""
@@ -510,8 +480,7 @@ class Page(TheRun):
 CaseKey = tuple[str, int, int, str]  # strategy (with " @precision" when not fp32), K, N, grad_sync
 
 
-@dataclass(slots=True)
-class Side:
+class Side(Struct):
     """One of the two runs of a comparison (``compare.side``)."""
 
     directory: Path
@@ -532,8 +501,7 @@ class Side:
     min_effect: float
 
 
-@dataclass(frozen=True, slots=True)
-class PhasePair:
+class PhasePair(Struct, frozen=True):
     """A phase's window summary in each run (context only, never a verdict)."""
 
     phase: str
@@ -541,8 +509,7 @@ class PhasePair:
     b: Summary
 
 
-@dataclass(slots=True)
-class CompareLine:
+class CompareLine(Struct):
     """One case of both runs (``compare.line``): B's overhead against A's on every metric."""
 
     strategy: str
@@ -559,8 +526,7 @@ class CompareLine:
     phases: list[PhasePair]
 
 
-@dataclass(slots=True)
-class ComparePage:
+class ComparePage(Struct):
     """Everything compare.html shows (``compare.comparison``), and compare.json's content."""
 
     a: Side

@@ -2,94 +2,56 @@
 
 Each class is one object of a results.jsonl line (``records.Row``'s ``memory``, ``process``,
 ``grad_check``, ...), with one field per key the engine writes, each commented with what it
-means and where it is written. ``records.Row.from_json`` builds them (a key none of them has is
-a ``RecordError`` naming it: a misspelled or foreign key fails at once) and ``to_json`` writes
-them back with the same keys.
+means and where it is written. They are msgspec Structs: ``records.Row``'s decoder reads them
+typed (a key none of them has, or a value of the wrong type, names its path) and the encoder
+writes them with the same keys.
 
-A record inside a part (a ``Summary`` of a phase, a memory ``Timeline``) is named in its
-class's ``NESTED``; ``Row.phases`` maps each phase to its ``Summary``. Kept as plain JSON,
-because their keys are data, not fields: the cost model's counts, coefficients and terms (named
-by ``benches.engine.costmodel``, listed as they are), a profile's per-role, per-phase operator
+Kept as plain JSON, because their keys are data, not fields: the cost model's counts,
+coefficients and terms (``benches.engine.costmodel``), a profile's per-role, per-phase operator
 tables (``benches.engine.profiling.median_window``, read by ``reports.page.profile`` only), and a
 row's ``samples``, ``wall_s`` and ``env`` (keyed by phase, step and fact).
 
-This module imports only the standard library.
+This module imports only the standard library and msgspec.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from functools import cache
+from typing import Any
+
+from msgspec import UNSET, Struct, field, structs
 
 Json = dict[str, Any]
 
 
-class _Absent:
-    """The value of a field a record made by the engine was not given: no key in its JSON
-    (a field given None is null). Falsy, and it pickles as itself (gathered over ranks)."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "ABSENT"
-
-    def __bool__(self) -> bool:
-        return False
-
-    def __reduce__(self) -> str:
-        return "ABSENT"
+class Record(Struct, kw_only=True, forbid_unknown_fields=True, gc=False):
+    """A record of a file: keyword fields, and a key it does not have is refused on reading."""
 
 
-ABSENT: Any = _Absent()
+@cache
+def _optional(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in structs.fields(cls) if not f.required)
 
 
 def made(cls, **given: Any):
     """A record as the engine makes it where it measures: ``cls(**given)``, so a field the
     record does not have is a TypeError at that line. A field with a default that it is not
-    given is ``ABSENT`` until set, and left out of its JSON: the engine's rows keep the keys
-    each kind of row has always had (a time-only row's memory has no memory-pass keys, a failed
-    row no figures). A record read from a file has every field."""
-    left = {
-        f.name: ABSENT
-        for f in dataclasses.fields(cls)
-        if f.name not in given
-        and (f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING)
-    }
-    return cls(**given, **left)
+    given is ``msgspec.UNSET`` and left out of its JSON: the engine's rows keep the keys each
+    kind of row has always had (a time-only row's memory has no memory-pass keys, a failed row
+    no figures). A record read from a file has every field."""
+    return cls(**given, **{name: UNSET for name in _optional(cls) if name not in given})
 
 
 def given(record: Any) -> Json:
-    """The fields of a record that are not ``ABSENT``, by name (to merge records)."""
+    """The fields of a record that are not ``UNSET``, by name (to merge records)."""
     return {
-        f.name: getattr(record, f.name)
-        for f in dataclasses.fields(record)
-        if getattr(record, f.name) is not ABSENT
+        name: value
+        for name in record.__struct_fields__
+        if (value := getattr(record, name)) is not UNSET
     }
 
 
-def written(data: Json) -> Json:
-    """A JSON object less its ``ABSENT`` values: ``records.Row.to_json`` of a row the engine
-    made, as it goes to disk."""
-    return {key: value for key, value in data.items() if value is not ABSENT}
-
-
-def part_to_json(part: Any) -> Any:
-    """A part's JSON object: its fields with their keys (a field set to None is null, one
-    ``ABSENT`` has no key), the records inside it as theirs."""
-    if dataclasses.is_dataclass(part):
-        return {
-            f.name: part_to_json(value)
-            for f in dataclasses.fields(part)
-            if (value := getattr(part, f.name)) is not ABSENT
-        }
-    if isinstance(part, dict):
-        return {k: part_to_json(v) for k, v in part.items()}
-    return part
-
-
-@dataclass(slots=True)
-class Summary:
+class Summary(Record, kw_only=True):
     """A series of seconds summarised (``reports.judge.stats.summarize``): a phase's windows, the
     plain loop's, a reset's. An empty series has ``n`` 0 and nothing else."""
 
@@ -104,14 +66,8 @@ class Summary:
     mean_s: float | None = None
     cv: float | None = None  # standard deviation / mean
 
-    @classmethod
-    def of(cls, figures: Json) -> Summary:
-        """From ``stats.summarize``'s figures."""
-        return cls(**figures)
 
-
-@dataclass(slots=True)
-class Timeline:
+class Timeline(Record, kw_only=True):
     """Memory over one window (``benches.engine.timeline.window_timeline``)."""
 
     method: str  # how the bytes were read: the CUDA allocator's history, the profiler's events
@@ -121,8 +77,7 @@ class Timeline:
     phases: list[list[Any]]  # (boundary's name, ms from the window's start)
 
 
-@dataclass(slots=True)
-class Memory:
+class Memory(Record, kw_only=True):
     """The row's ``memory``: the memory pass (``benches.engine.case.memory_figures``: one
     window of each loop, separate from the timed pairs) and the memory context of the timed
     pairs (``case.timed_pairs``: RSS, growth window after window). A time-only process has the
@@ -153,11 +108,8 @@ class Memory:
     plain_growth_readings: list[int] | None = None
     growth_measure: str | None = None  # what the footprint is: malloc, CUDA allocated or RSS
 
-    NESTED: ClassVar[dict[str, type]] = {"timeline": Timeline, "plain_timeline": Timeline}
 
-
-@dataclass(slots=True)
-class ProcessFigures:
+class ProcessFigures(Record, kw_only=True):
     """The row's ``process``: psutil's view of the process over its timed pairs
     (``benches.engine.process.TimedPairsProcess``); under ranks each figure the busiest rank's
     (``engine.distributed.busiest``)."""
@@ -178,8 +130,7 @@ class ProcessFigures:
     measure: str | None = None  # how it was read
 
 
-@dataclass(slots=True)
-class GradCheck:
+class GradCheck(Record, kw_only=True):
     """The row's ``grad_check``: the worst of the checked windows against the reference
     (``benches.engine.gradients.check_windows``; under ranks the worst rank's)."""
 
@@ -199,8 +150,7 @@ class GradCheck:
     total_reference: str | None = None
 
 
-@dataclass(slots=True)
-class ErrorFigures:
+class ErrorFigures(Record, kw_only=True):
     """The row's ``accumulation_error`` (the first window against the float64 sum of its
     micro-batch gradients) and ``total_error`` (against one float64 pass over the window's
     whole batch): ``benches.engine.gradients.errors``."""
@@ -209,19 +159,15 @@ class ErrorFigures:
     norm_rel: float | None = None
 
 
-@dataclass(slots=True)
-class CostMeasured:
+class CostMeasured(Record, kw_only=True):
     """What the cost model is judged against: the case's reset phase and its paired cost per
     window (the strategy's window less the plain loop's, pair by pair)."""
 
     reset: Summary
     paired_cost: Summary
 
-    NESTED: ClassVar[dict[str, type]] = {"reset": Summary, "paired_cost": Summary}
 
-
-@dataclass(slots=True)
-class CostModel:
+class CostModel(Record, kw_only=True):
     """The row's ``cost_model``: the prediction for this case against what its timed pairs
     measured (``benches.engine.figures.cost_figures``, ``engine.costmodel``)."""
 
@@ -230,17 +176,14 @@ class CostModel:
     predicted: Json  # reset_s, hooks_s, total_s and each term (reset_terms_s)
     measured: CostMeasured
     explained: bool | None = None  # the measured reset within the model's band
-    flags: list[str] = dataclasses.field(default_factory=list)  # where they part, in words
-
-    NESTED: ClassVar[dict[str, type]] = {"measured": CostMeasured}
+    flags: list[str] = field(default_factory=list)  # where they part, in words
 
 
-@dataclass(slots=True)
-class Profile:
+class Profile(Record, kw_only=True):
     """The row's ``profile`` (``--profile``): a pair of windows under torch.profiler, off the
     clock (``benches.engine.profiling.profiled_pair``, rank 0's)."""
 
-    activities: list[str] = dataclasses.field(default_factory=list)  # cpu, cuda
+    activities: list[str] = field(default_factory=list)  # cpu, cuda
     pairs: int | None = None  # profiled pairs the figures are medians over
     rank: int | None = None
     ranks_note: str | None = None
@@ -254,8 +197,7 @@ class Profile:
     trace_note: str | None = None
 
 
-@dataclass(slots=True)
-class Mfu:
+class Mfu(Record, kw_only=True):
     """The row's ``mfu``: model FLOPs utilisation on a GPU (``benches.engine.figures.mfu``)."""
 
     value: float
@@ -263,8 +205,7 @@ class Mfu:
     measure: str | None = None
 
 
-@dataclass(slots=True)
-class CpuPressure:
+class CpuPressure(Record, kw_only=True):
     """The row's ``cpu_pressure``: per pair the larger of its windows' share of wall time in
     which some task waited for a CPU (PSI), over the timed pairs."""
 
@@ -273,20 +214,18 @@ class CpuPressure:
     measure: str | None = None
 
 
-@dataclass(slots=True)
-class Collectives:
+class Collectives(Record, kw_only=True):
     """The row's ``collectives_per_window`` under ranks: the strategy window's gradient
     collectives, medians over pairs (``benches.engine.figures.collectives_figure``)."""
 
     allreduce: float | None = None
     reduce_scatter: float | None = None
-    reduce_scatter_per_group: list[Any] = dataclasses.field(default_factory=list)
+    reduce_scatter_per_group: list[Any] = field(default_factory=list)
     reduce_scatter_seconds: float | None = None
     seconds_measure: str | None = None
 
 
-@dataclass(slots=True)
-class LoopRatio:
+class LoopRatio(Record, kw_only=True):
     """A paired ratio of one process (``stats.paired``'s public figures): the row's
     ``overhead`` (the strategy's window over the plain loop's), ``grad_sync_vs_every`` (its
     flavour over ``every``) and ``settings_vs`` (the case's loop over ``--compare-settings``'),
@@ -309,11 +248,8 @@ class LoopRatio:
     mine: Any = None
     other: Any = None
 
-    NESTED: ClassVar[dict[str, type]] = {"plain": Summary}
 
-
-@dataclass(slots=True)
-class Placement:
+class Placement(Record, kw_only=True):
     """The row's ``placement``: where its process ran (``benches.engine.envinfo.placement``). A
     local sweep writes it too (its host, no node id); a row without it (older runs) ran on the
     sweep's one machine. The machine a verdict counts is what the process held: its GPU
@@ -339,22 +275,3 @@ class Placement:
     ended: float | None = None
     queued_s: float | None = None  # on a cluster: seconds from its submission to its start
     attempt: int | None = None  # on a cluster: 1, or 2 for the retry of a process lost once
-
-
-# a row's field -> the record it holds (``records.Row.from_json`` builds them)
-PARTS: dict[str, type] = {
-    "memory": Memory,
-    "process": ProcessFigures,
-    "grad_check": GradCheck,
-    "accumulation_error": ErrorFigures,
-    "total_error": ErrorFigures,
-    "cost_model": CostModel,
-    "profile": Profile,
-    "mfu": Mfu,
-    "cpu_pressure": CpuPressure,
-    "collectives_per_window": Collectives,
-    "overhead": LoopRatio,
-    "grad_sync_vs_every": LoopRatio,
-    "settings_vs": LoopRatio,
-    "placement": Placement,
-}

@@ -17,15 +17,19 @@ A new setting, fixed or swept (``swept=True``: the sweep takes a list of values,
 them, a case id names a value other than the default; ``loop=True``: each value is a group of
 its own), is one field here plus the one place in the engine that applies it (a ``Recipe`` field
 of the same name is filled from the case).
-Standard library only: the engine, the sweep and the report all import it.
+Standard library and msgspec only: the engine, the sweep and the report all import it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import typing
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
+
+import msgspec
+from msgspec import UNSET, Meta, UnsetType
 
 # the reference workload (benches.workloads.protocol.DEFAULT, which a test holds equal)
 DEFAULT_WORKLOAD = "benches.workloads.transformer:workload"
@@ -308,31 +312,34 @@ ENTRY_IDENTITY = (*SWEEP_IDENTITY, *SWEPT_LOOP)
 ADDED_LATER = {f.name: f.default for f in SETTINGS if f.metadata["added_later"]}
 
 
-def _copies(fields: tuple[dataclasses.Field, ...], optional: bool) -> list[tuple]:
-    """``make_dataclass`` specs of ``fields``: ``optional`` makes each ``T | None = None`` (a row
-    read back, where a failed row has none); else typed and required (a pooled case)."""
-    out = []
-    for f in fields:
-        if optional:
-            default = f.default if f.default == "" else None  # "" stays "" (no options)
-            out.append((f.name, f"{f.type} | None", field(default=default, metadata=f.metadata)))
-        else:
-            out.append((f.name, f.type, field(metadata=f.metadata)))
-    return out
-
-
+HINTS = typing.get_type_hints(CaseSettings)
 _IDENTITY = tuple(f for f in SETTINGS if f.metadata["identity"])
-# a results row's identity fields, in CASE_KEY's order (the row's first keys)
-RowIdentity = dataclasses.make_dataclass(
-    "RowIdentity", _copies(_IDENTITY, optional=True), slots=True
+
+
+def _checked(f: dataclasses.Field) -> Any:
+    """A setting's type with its declared lower bound (msgspec checks it where a row is read;
+    an upper bound past int64, the seed's, it cannot hold)."""
+    low = f.metadata["minimum"]
+    return Annotated[HINTS[f.name], Meta(ge=low)] if low is not None else HINTS[f.name]
+
+
+# a results row's identity fields, in CASE_KEY's order (the row's first keys): UNSET where the
+# file has none (``reports.judge.rows.read`` requires every one of an ok row)
+RowIdentity = msgspec.defstruct(
+    "RowIdentity",
+    [(f.name, _checked(f) | None | UnsetType, UNSET) for f in _IDENTITY],
+    kw_only=True,
+    forbid_unknown_fields=True,
+    gc=False,  # a row holds no cycle: the collector need not track its many records
+    module=__name__,
 )
 # a pooled case's: the identity a sweep fixes and its swept loop values (its strategy, K and N
 # are the case's own fields)
-EntryIdentity = dataclasses.make_dataclass(
+EntryIdentity = msgspec.defstruct(
     "EntryIdentity",
-    _copies(tuple(f for f in _IDENTITY if f.name in ENTRY_IDENTITY), optional=False),
-    slots=True,
+    [(f.name, HINTS[f.name]) for f in _IDENTITY if f.name in ENTRY_IDENTITY],
     kw_only=True,
+    module=__name__,
 )
 # the sweep's fixed settings, identity or not, with the record's defaults
 FixedSettings = dataclasses.make_dataclass(
@@ -364,7 +371,7 @@ SweptSettings = dataclasses.make_dataclass(
     ],
     kw_only=True,
 )
-for _made in (RowIdentity, EntryIdentity, FixedSettings, SweptSettings):
+for _made in (FixedSettings, SweptSettings):
     _made.__module__ = __name__  # type hints resolve here
 
 

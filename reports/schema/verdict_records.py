@@ -5,26 +5,26 @@
     two runs' entries --compare--> RunComparison --> CompareFile (compare.json)
 
 A field's meaning is written where the field is defined, here; an attribute that does not exist
-is an AttributeError at once (slots). Each file's ``from_json`` reads it (an unknown or missing
-field is a one-line ``RecordError``; ``gate`` only checks a file's shape first, for its one-line
-errors) and its ``to_json``/``write`` writes it. K and N are ``k`` and ``n``.
+is an AttributeError at once. The records are msgspec Structs: each file's ``from_json`` reads it
+typed (a value of the wrong type, an unknown or missing field is a one-line ``RecordError``
+naming its path; ``gate`` only checks a file's shape first, for its one-line errors) and its
+``to_json``/``write`` writes it. K and N are ``k`` and ``n``.
 
-This module imports only the standard library and ``reports.schema.records``; the rules that
-fill the records are in ``reports.judge.verdicts`` (words), ``reports.judge.leaks`` (growth)
-and ``reports.regressions.compare``.
+This module imports only the standard library, msgspec and ``reports.schema.records``; the
+rules that fill the records are in ``reports.judge.verdicts`` (words), ``reports.judge.leaks``
+(growth) and ``reports.regressions.compare``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Self
 
-from reports.schema.fieldtypes import shown
-from reports.schema.records import Paired, RecordError, build, field_names, write_json
+from msgspec import Struct, field, structs, to_builtins
+
+from reports.schema.records import Paired, RecordError, convert, write_json
 
 VERDICTS_SCHEMA_VERSION = 1  # of verdicts.json and compare.json (rows: rows.SCHEMA_VERSION)
 VERDICTS = "verdicts.json"
@@ -44,16 +44,6 @@ class Verdict(enum.StrEnum):
         """The word of b against a."""
         return {Verdict.LOWER: Verdict.HIGHER, Verdict.HIGHER: Verdict.LOWER}.get(self, self)
 
-    @classmethod
-    def read(cls, value: Any, what: str) -> Verdict:
-        """A word from a file; anything else is a one-line RecordError naming the valid ones."""
-        try:
-            return cls(value)
-        except ValueError:
-            raise RecordError(
-                f"{what}: verdict {value!r} is not a verdict; valid: {', '.join(WORDS)}"
-            ) from None
-
 
 WORDS = tuple(Verdict)  # lower, higher, same, unclear
 
@@ -66,8 +56,7 @@ HEAD = ("a", "b", "k", "n", "case", "metric", "ratio", "ci_low", "ci_high", "sig
 HEAD += ("verdict", "confidence", "method")
 
 
-@dataclass(slots=True)
-class Comparison:
+class Comparison(Struct, forbid_unknown_fields=True):
     """a against b on one metric: the ratio a / b, its interval and its verdict word.
 
     Strategy against strategy in one group of a sweep (verdicts.json's ``comparisons``); the
@@ -125,7 +114,7 @@ class Comparison:
         def inv(x):
             return 1 / x if x else None
 
-        return dataclasses.replace(
+        return structs.replace(
             self,
             a=self.b,
             b=self.a,
@@ -163,14 +152,15 @@ class Comparison:
     @classmethod
     def from_json(cls, data: Any, what: str = "a comparison") -> Self:
         """Every key ``to_json`` always writes must be there (a verdict is never defaulted)."""
-        made = build(cls, data, what, (*HEAD, "noisy", *cls.EXTRA))
-        made.verdict = Verdict.read(made.verdict, what)
+        made = convert(cls, data, what)
+        missing = [key for key in (*HEAD, "noisy", *cls.EXTRA) if key not in data]
+        if missing:
+            raise RecordError(f"{what} has no field {missing[0]!r}")
         return made
 
     EXTRA: ClassVar[tuple[str, ...]] = ()  # the subclass's keys, always written
 
 
-@dataclass(slots=True)
 class LoopComparison(Comparison):
     """A case's loop against another loop of the same strategy, paired in each of its
     processes: ``grad_sync`` (a = its flavour, b = every) or ``settings`` (a = its setting,
@@ -186,7 +176,6 @@ class LoopComparison(Comparison):
         return self._json(order)
 
 
-@dataclass(slots=True)
 class RunComparison(Comparison):
     """Run B's case against run A's same case (compare.json): a = ``B:strategy``."""
 
@@ -199,8 +188,7 @@ class RunComparison(Comparison):
 
 
 # -- a group's noise, a case's overhead, a case's growth ------------------------------------------
-@dataclass(frozen=True, slots=True)
-class GroupNoise:
+class GroupNoise(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """The variance between processes of a group of cases that run the same loop (K, N and
     the settings in ``case``; verdicts.group_key), and what it lets the sweep tell apart."""
 
@@ -244,18 +232,19 @@ class GroupNoise:
 
     def to_json(self) -> dict[str, Any]:
         hidden = self.HIDDEN if self.machines > 1 else (*self.HIDDEN, *self.MACHINE)
-        return {key: getattr(self, key) for key in field_names(GroupNoise) if key not in hidden}
+        return {
+            key: getattr(self, key) for key in GroupNoise.__struct_fields__ if key not in hidden
+        }
 
     @classmethod
     def from_json(cls, data: Any, what: str = "a noise_floor entry") -> GroupNoise:
-        noise = build(cls, data, what)
+        noise = convert(cls, data, what)
         variance = math.log1p(noise.sd) ** 2 if noise.sd is not None else None
         machine = math.log1p(noise.machine_sd) ** 2 if noise.machine_sd is not None else None
-        return dataclasses.replace(noise, variance=variance, machine_variance=machine)
+        return structs.replace(noise, variance=variance, machine_variance=machine)
 
 
-@dataclass(frozen=True, slots=True)
-class CaseOverhead:
+class CaseOverhead(Struct, frozen=True, forbid_unknown_fields=True):
     """A case's paired ratio in verdicts.json's ``overheads``."""
 
     strategy: str
@@ -278,8 +267,8 @@ class CaseOverhead:
         head = ("strategy", "k", "n", "case")
         if not isinstance(data, dict) or not all(key in data for key in head):
             raise RecordError(f"{what} has no {', '.join(head)}")
-        paired = build(Paired, {k: v for k, v in data.items() if k not in head}, what)
-        return build(cls, {**{key: data[key] for key in head}, "paired": paired}, what)
+        paired = {k: v for k, v in data.items() if k not in head}
+        return convert(cls, {**{key: data[key] for key in head}, "paired": paired}, what)
 
 
 GROWTH = (  # a measured growth verdict's figures, bytes per window (reports.judge.leaks)
@@ -292,8 +281,7 @@ GROWTH = (  # a measured growth verdict's figures, bytes per window (reports.jud
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Growth:
+class Growth(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """A case's memory growth per window and its word (``reports.judge.leaks``): ``leaks``,
     ``steady``, or ``unmeasured`` (then no figure)."""
 
@@ -316,19 +304,18 @@ class Growth:
         return self.verdict == "leaks"
 
     def to_json(self) -> dict[str, Any]:
-        keys = field_names(Growth)
+        keys = Growth.__struct_fields__
         if self.verdict == "unmeasured":
             keys = tuple(key for key in keys if key not in GROWTH)
         return {key: getattr(self, key) for key in keys}
 
     @classmethod
     def from_json(cls, data: Any, what: str = "a growth verdict") -> Growth:
-        return build(cls, data, what)
+        return convert(cls, data, what)
 
 
 # -- the decision per group ----------------------------------------------------------------------
-@dataclass(slots=True)
-class Decision:
+class Decision(Struct, kw_only=True, forbid_unknown_fields=True):
     """The strategy to use in one group of a sweep (``reports.judge.decision``, by its RULE):
     verdicts.json's ``decisions``, the page's answer and the terminal's."""
 
@@ -337,27 +324,26 @@ class Decision:
     case: dict[str, Any]  # the group's loop settings (verdicts.case_fields)
     use: str | None  # None: no candidate finished cleanly
     fastest: str | None = None  # lowest paired overhead (point estimate)
-    ties: list[str] = dataclasses.field(default_factory=list)  # not decided slower than fastest
-    slower: list[str] = dataclasses.field(default_factory=list)  # decided higher than fastest
-    left_out: list[str] = dataclasses.field(default_factory=list)  # noisy or leaking
+    ties: list[str] = field(default_factory=list)  # not decided slower than fastest
+    slower: list[str] = field(default_factory=list)  # decided higher than fastest
+    left_out: list[str] = field(default_factory=list)  # noisy or leaking
     by: str | None = None  # what chose among the ties: time, peak_memory, held_memory or order
     why: str = ""  # one sentence
     # the comparisons that could change the choice: unclear ones of the choice against the
     # fastest (more processes could put it out of the tie set), as "a/b: ratio (CI)" lines
-    open: list[str] = dataclasses.field(default_factory=list)
+    open: list[str] = field(default_factory=list)
     resolution: float | None = None  # the group's (GroupNoise.resolution)
 
     def to_json(self) -> dict[str, Any]:
-        return {key: getattr(self, key) for key in field_names(Decision)}
+        return to_builtins(self)
 
     @classmethod
     def from_json(cls, data: Any, what: str = "a decision") -> Decision:
-        return build(cls, data, what)
+        return convert(cls, data, what)
 
 
 # -- the files ------------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class ErrorControl:
+class ErrorControl(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """How the error rate is controlled over a sweep's time comparisons."""
 
     method: str
@@ -367,11 +353,10 @@ class ErrorControl:
     comparisons: int  # time comparisons in the family
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return to_builtins(self)
 
 
-@dataclass(slots=True)
-class VerdictFile:
+class VerdictFile(Struct, kw_only=True, forbid_unknown_fields=True):
     """verdicts.json: every verdict of one sweep (the HTML shows what it says)."""
 
     min_effect: float  # the smallest difference that matters (--min-effect)
@@ -388,7 +373,7 @@ class VerdictFile:
     leak_rule: str
     schema_version: int = VERDICTS_SCHEMA_VERSION
     # the answer per group (reports.judge.decision); an older file has none
-    decisions: list[Decision] = dataclasses.field(default_factory=list)
+    decisions: list[Decision] = field(default_factory=list)
     decision_rule: str = ""
 
     @property
@@ -434,11 +419,9 @@ class VerdictFile:
                 values[key] = [
                     lists[key].from_json(x, f"{key}[{i}]") for i, x in enumerate(_list(value, key))
                 ]
-            elif key == "error_control":
-                values[key] = build(ErrorControl, value, f"field {key!r}")
             elif key != "leaks":  # derived from memory_growth
                 values[key] = value
-        return build(cls, values, VERDICTS)
+        return convert(cls, values, VERDICTS)
 
     def write(self, directory: str | Path, name: str = VERDICTS) -> Path:
         return write_json(Path(directory) / name, self.to_json())
@@ -446,12 +429,11 @@ class VerdictFile:
 
 def _list(value: Any, key: str) -> list:
     if not isinstance(value, list):
-        raise RecordError(f"field {key!r} is {shown(value)}; valid: a list")
+        raise RecordError(f"field {key!r} is {str(value)[:60]}; valid: a list")
     return value
 
 
-@dataclass(frozen=True, slots=True)
-class RunRef:
+class RunRef(Struct, frozen=True, forbid_unknown_fields=True):
     """One run of a comparison of two runs: where it is, its id, its commit."""
 
     directory: str
@@ -459,11 +441,10 @@ class RunRef:
     commit: str
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return to_builtins(self)
 
 
-@dataclass(frozen=True, slots=True)
-class Resolution:
+class Resolution(Struct, frozen=True, forbid_unknown_fields=True):
     """The resolution at K, N (the groups' there)."""
 
     k: int
@@ -471,11 +452,10 @@ class Resolution:
     resolution: float | None
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return to_builtins(self)
 
 
-@dataclass(frozen=True, slots=True)
-class BetweenRuns:
+class BetweenRuns(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """The variance of a case's figure between two runs (``stats.between_runs``)."""
 
     variance: float | None
@@ -485,11 +465,10 @@ class BetweenRuns:
     rule: str
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return to_builtins(self)
 
 
-@dataclass(slots=True)
-class CompareFile:
+class CompareFile(Struct, kw_only=True, forbid_unknown_fields=True):
     """compare.json: run B's cases against run A's (the compare page shows what it says)."""
 
     a: RunRef
@@ -522,13 +501,10 @@ class CompareFile:
         if not isinstance(data, dict):
             raise RecordError("compare.json is not an object")
         parts = {
-            "a": lambda v: build(RunRef, v, "field 'a'"),
-            "b": lambda v: build(RunRef, v, "field 'b'"),
             "resolution": lambda v: [
-                build(Resolution, x, f"resolution[{i}]")
+                convert(Resolution, x, f"resolution[{i}]")
                 for i, x in enumerate(_list(v, "resolution"))
             ],
-            "between_runs": lambda v: build(BetweenRuns, v, "field 'between_runs'"),
             "comparisons": lambda v: [
                 RunComparison.from_json(x, f"comparisons[{i}]")
                 for i, x in enumerate(_list(v, "comparisons"))
@@ -538,7 +514,7 @@ class CompareFile:
             ],
         }
         values = {key: parts[key](v) if key in parts else v for key, v in data.items()}
-        return build(cls, values, "compare.json")
+        return convert(cls, values, "compare.json")
 
     def write(self, directory: str | Path, name: str = COMPARE) -> Path:
         return write_json(Path(directory) / name, self.to_json())

@@ -33,6 +33,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from benches.engine import envinfo
 from benches.engine.spec import CaseSpec
 from benches.sweep import launch
@@ -315,7 +317,7 @@ class RayPlace:
         row = launch._failed(flight.spec, error, time.monotonic(), time.time())
         node = self.nodes.get(flight.node or "", {})
         where = Placement(host=node.get("host"), node_id=flight.node, attempt=flight.attempt)
-        row["placement"] = asdict(where)
+        row["placement"] = msgspec.to_builtins(where)
         row["wall_s"] = {"total": 0.0}
         return row
 
