@@ -20,7 +20,7 @@ from benches.engine import case, profiling
 from benches.engine.runner import PairedRunner
 from benches.engine.spec import CaseSpec
 from reports.page import profile as report_profile
-from reports.schema.page_records import CaseLine
+from reports.page.records import CaseLine
 from reports.schema.row_parts import Profile, given
 
 SIGNED = ("native", "block", "foreach", "lazy", "flat", "global")

@@ -12,7 +12,7 @@ from rich.table import Table
 from reports.judge import decision
 from reports.judge.wording import ratio_text
 from reports.page import analysis
-from reports.schema.page_records import CaseMemory, Page
+from reports.page.records import CaseMemory, Page
 from reports.schema.row_parts import Summary
 
 

@@ -3,11 +3,22 @@ and its limit, and each can fail."""
 
 from __future__ import annotations
 
+from msgspec import Struct
+
 from reports.judge import rows, verdicts, wording
-from reports.schema.page_records import Target
 from reports.schema.records import Entry, Paired
 from reports.schema.row_parts import GradCheck
 from reports.schema.verdict_records import Comparison, Verdict, VerdictFile
+
+
+class Target(Struct, frozen=True):
+    """A target the issues set, checked on this sweep (``targets.evaluate``)."""
+
+    target: str  # what is measured, in words
+    value: str  # the figure, formatted
+    limit: str  # the target, in words
+    ok: bool
+
 
 OVERHEAD_MAX, OVERHEAD_CI_MAX = 1.03, 1.05
 GLOBAL_GROWTH_MIN, BLOCK_GROWTH_MAX = 1.5, 1.2

@@ -2,7 +2,7 @@
 run (``runinfo``), the verdicts (``verdicts``), the answer (``answer``) and the tables
 (``tables``, ``recipe``, ``profile``, ``targets``).
 
-The page is a ``page_records.Page`` (figures in seconds and bytes) so that the HTML template
+The page is a ``page.records.Page`` (figures in seconds and bytes) so that the HTML template
 and the sweep's terminal tables only format it, and the tests can check the figures without a
 browser.
 """
@@ -25,6 +25,7 @@ from reports.page.recipe import (
     recipe,
     settings_table,
 )
+from reports.page.records import Page, shallow
 from reports.page.runinfo import control_of, min_effect_of, run_info, the_run
 from reports.page.tables import (
     case_table,
@@ -35,7 +36,6 @@ from reports.page.tables import (
     timelines,
     where_it_ran,
 )
-from reports.schema.page_records import Page, shallow
 from reports.schema.records import RunFile
 from reports.schema.settings import main_values
 from reports.schema.verdict_records import VerdictFile

@@ -11,7 +11,7 @@ from typing import Any
 
 from reports.judge import leaks, stats, verdicts, wording
 from reports.judge.rows import memory_note, strategy_order
-from reports.schema.page_records import Answer, Pick, Reference, Slope, SlopePoint
+from reports.page.records import Answer, Pick, Reference, Slope, SlopePoint
 from reports.schema.records import Entry, RecordError, RunFile
 from reports.schema.verdict_records import Verdict, VerdictFile
 

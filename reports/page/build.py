@@ -17,7 +17,7 @@ from markupsafe import Markup, escape
 
 from reports.judge import wording
 from reports.page import analysis, charts, columns
-from reports.schema.page_records import Page
+from reports.page.records import Page
 
 TEMPLATES = Path(__file__).with_name("templates")
 TEMPLATE = TEMPLATES / "report.html.j2"

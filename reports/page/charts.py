@@ -16,7 +16,7 @@ from typing import Any
 import matplotlib
 from matplotlib.figure import Figure
 
-from reports.schema.page_records import CaseLine, ErrorLine, Slope, TimelineLine
+from reports.page.records import CaseLine, ErrorLine, Slope, TimelineLine
 from reports.schema.verdict_records import Comparison
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from reports.judge.rows import strategy_order
-from reports.schema.page_records import CaseLine, CaseProfile, Profiles
+from reports.page.records import CaseLine, CaseProfile, Profiles
 from reports.schema.records import Entry, Row
 
 PHASES = ("reset", "forward", "backward", "update")

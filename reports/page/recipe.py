@@ -10,7 +10,7 @@ import statistics
 from typing import Any
 
 from reports.judge.rows import accepted, strategy_order
-from reports.schema.page_records import (
+from reports.page.records import (
     CheckSummary,
     CompileTime,
     ErrorLine,

@@ -14,7 +14,7 @@ from msgspec import Struct
 
 from reports.judge import verdicts
 from reports.judge.rows import RESULTS, SchemaError, first_row, process_of
-from reports.schema.page_records import TheRun, Wall, WallStep
+from reports.page.records import TheRun, Wall, WallStep
 from reports.schema.records import RecordError, Row, RunFile
 
 

@@ -14,7 +14,7 @@ from msgspec import structs
 from reports.judge import leaks, machines, stats, targets, verdicts
 from reports.judge.rows import REFERENCE, memory_note, process_of, strategy_order
 from reports.page import profile
-from reports.schema.page_records import (
+from reports.page.records import (
     CaseLine,
     CaseMemory,
     CoreOverhead,

@@ -22,7 +22,7 @@ from reports.judge import leaks, stats, verdicts
 from reports.judge.rows import PHASES, SWEEP_IDENTITY, first_row, pooled, read, strategy_order
 from reports.page import charts, runinfo
 from reports.page.build import environment
-from reports.schema.page_records import CompareLine, ComparePage, PhasePair, Side, shallow
+from reports.page.records import CompareLine, ComparePage, PhasePair, Side, shallow
 from reports.schema.records import Entry
 from reports.schema.settings import variant
 from reports.schema.verdict_records import (

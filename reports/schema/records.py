@@ -62,16 +62,6 @@ def convert(cls, data: Any, what: str):
         raise RecordError(f"{what}: {err}") from None
 
 
-def read_json(path: Path, cls):
-    """A JSON file as the record ``cls``: not JSON at all is an ``UnreadableFile``, a record
-    that is not ``cls`` a RecordError naming the file and the field's path."""
-    try:
-        data = msgspec.json.decode(path.read_bytes())
-    except (OSError, msgspec.DecodeError) as err:
-        raise UnreadableFile(f"{str(path)!r} is not readable JSON ({err})") from None
-    return convert(cls, data, str(path))
-
-
 def builtin(value: Any) -> Any:
     """What msgspec cannot write as it is: a numpy or torch scalar as its number, else text."""
     item = getattr(value, "item", None)

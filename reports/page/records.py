@@ -9,8 +9,9 @@ the HTML template (``build``), the charts and the sweep's terminal tables
     Row, RunFile ------runinfo---> TheRun -----------------+
 
 A field's meaning is written where it is defined, here. Figures are in seconds and bytes; the
-template formats them. This module imports only the standard library, msgspec and the records
-below it.
+template formats them. No file holds them (verdicts.json is ``schema.verdict_records``), so they
+live with the page; they import the standard library, msgspec, the schema's records and
+``judge.targets.Target``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 from msgspec import Struct, field, structs
 
+from reports.judge.targets import Target
 from reports.schema.records import Entry, Paired, Row, RunFile
 from reports.schema.row_parts import Collectives, ErrorFigures, GradCheck, Json, Summary, Timeline
 from reports.schema.verdict_records import (
@@ -121,15 +123,6 @@ class SettingLine(Struct):
     b_value: str
     comparison: Comparison
     compile_s: float | None  # the case's compile time, median over its processes
-
-
-class Target(Struct, frozen=True):
-    """A target the issues set, checked on this sweep (``targets.evaluate``)."""
-
-    target: str  # what is measured, in words
-    value: str  # the figure, formatted
-    limit: str  # the target, in words
-    ok: bool
 
 
 class CoreOverhead(Struct):
