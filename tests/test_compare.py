@@ -17,7 +17,7 @@ from synthetic import (
 )
 
 from reports.__main__ import main as reports_main
-from reports.judge import stats, verdicts
+from reports.judge import noise, stats, verdicts
 from reports.regressions import compare
 from reports.schema import verdict_records
 
@@ -129,10 +129,10 @@ def test_compare_does_not_call_a_machine_that_drifted_between_runs(tmp_path):
             assert window.verdict not in ("lower", "higher"), (line.label, window)
     side_a, side_b = compare.side(a), compare.side(b)
     case_a, case_b = (side.cases[("block", 1, 0, "last")] for side in (side_a, side_b))
-    spread = verdicts.noise(list(side_b.cases.values()), 0.02)[verdicts.group_key(case_b)]
+    spread = noise.noise(list(side_b.cases.values()), 0.02)[noise.group_key(case_b)]
     alone = stats.contrast(
-        verdicts.process_logs(case_b),
-        verdicts.process_logs(case_a),
+        noise.process_logs(case_b),
+        noise.process_logs(case_a),
         spread.variance,
         spread.df,
     )

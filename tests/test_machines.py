@@ -13,7 +13,7 @@ import pytest
 from synthetic import by_id, standard_rows, write_run
 from synthetic import entry as entry_of
 
-from reports.judge import machines, verdicts
+from reports.judge import machines, noise, verdicts
 from reports.page import analysis, build, tables
 from reports.schema.records import Row, encode
 from reports.schema.verdict_records import GroupNoise, VerdictFile
@@ -113,18 +113,18 @@ def test_a_process_with_ranks_is_the_machine_of_every_gpu_it_holds():
 def test_three_machines_of_two_control_processes_measure_the_spread_with_df_two():
     control = _control({1: [0.00, 0.01], 2: [0.03, 0.05], 3: [-0.02, -0.02]})
     lone = _case("block", [0.1], [1])
-    (spread,) = verdicts.noise([control, lone], MIN_EFFECT, "native").values()
+    (spread,) = noise.noise([control, lone], MIN_EFFECT, "native").values()
     means = [0.005, 0.04, -0.02]
     assert spread.machine_variance == pytest.approx(np.var(means, ddof=1))
     assert spread.machine_sd == pytest.approx(math.expm1(math.sqrt(np.var(means, ddof=1))))
     assert (spread.machines, spread.control_machines, spread.machine_df) == (3, 3, 2)
     assert spread.machine_measured and spread.machine_from == "native"
     # without the control's name: the case with the control's extra processes
-    (same,) = verdicts.noise([control, lone], MIN_EFFECT).values()
+    (same,) = noise.noise([control, lone], MIN_EFFECT).values()
     assert same.machine_variance == spread.machine_variance and same.machine_from == "native"
     # machine means that agree exactly give zero, as measured: never assumed
     flat = _control({1: [0.0, 0.02], 2: [0.01, 0.01], 3: [0.02, 0.0]})
-    (zero,) = verdicts.noise([flat], MIN_EFFECT, "native").values()
+    (zero,) = noise.noise([flat], MIN_EFFECT, "native").values()
     assert zero.machine_measured and zero.machine_variance == pytest.approx(0.0)
 
 
@@ -138,7 +138,7 @@ def test_three_machines_of_two_control_processes_measure_the_spread_with_df_two(
 def test_fewer_than_three_machines_of_two_control_processes_leave_the_spread_unmeasured(
     per_machine,
 ):
-    (spread,) = verdicts.noise([_control(per_machine)], MIN_EFFECT, "native").values()
+    (spread,) = noise.noise([_control(per_machine)], MIN_EFFECT, "native").values()
     assert not spread.machine_measured and spread.machine_sd is None
     assert spread.machine_variance is None and spread.machine_df == 0
     assert (spread.machines, spread.control_machines) == (len(per_machine), 2)
@@ -353,7 +353,7 @@ def test_a_groups_resolution_across_machines_carries_their_spread_or_is_none():
         offsets = {m: rng.normal(0, 0.03) for m in range(count)}
         control = {m: [offsets[m] + rng.normal(0, 0.01) for _ in range(2)] for m in offsets}
         entries = [_control(control)]
-        (spread,) = verdicts.noise(entries, 0.001, "native").values()  # below every figure
+        (spread,) = noise.noise(entries, 0.001, "native").values()  # below every figure
         return spread
 
     three, two = group(3), group(2)

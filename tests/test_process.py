@@ -17,7 +17,7 @@ from benches.engine import envinfo, process
 from benches.sweep import tree
 from benches.sweep.arguments import UsageError, resolve
 from benches.sweep.options import build_parser
-from reports.judge import verdicts
+from reports.judge import noise
 from reports.schema.records import CaseNoise, Row
 from reports.schema.row_parts import CpuPressure, ProcessFigures, given
 
@@ -118,17 +118,17 @@ def test_pin_is_on_with_one_thread_and_can_be_turned_off():
 def test_the_noise_signal_falls_back_to_involuntary_switches_without_psi():
     pressure, calm = CpuPressure(median=0.2), ProcessFigures(involuntary_per_s=1.0)
     with_psi = Row(cpu_pressure=pressure, process=calm)
-    assert verdicts.case_noise(with_psi).signal == "psi" and verdicts.noisy(with_psi)
+    assert noise.case_noise(with_psi).signal == "psi" and noise.noisy(with_psi)
     busy = Row(cpu_pressure=CpuPressure(), process=ProcessFigures(involuntary_per_s=120.0))
     quiet = Row(cpu_pressure=CpuPressure(), process=ProcessFigures(involuntary_per_s=8.0))
-    assert verdicts.case_noise(busy) == CaseNoise(
+    assert noise.case_noise(busy) == CaseNoise(
         signal="involuntary_switches",
         value=120.0,
-        threshold=verdicts.NOISY_SWITCHES_PER_S,
+        threshold=noise.NOISY_SWITCHES_PER_S,
         noisy=True,
     )
-    assert not verdicts.noisy(quiet)
-    assert verdicts.case_noise(Row()).signal is None and not verdicts.noisy(Row())
+    assert not noise.noisy(quiet)
+    assert noise.case_noise(Row()).signal is None and not noise.noisy(Row())
 
 
 @pytest.mark.parametrize(("recorded", "pinned"), [({}, False), ({"pin": True}, True)])

@@ -13,7 +13,7 @@ from synthetic import (
     rows_of,
 )
 
-from reports.judge import verdicts
+from reports.judge import noise, verdicts
 from reports.judge.rows import SCHEMA_VERSION
 from reports.page import analysis
 from reports.regressions import compare
@@ -48,7 +48,7 @@ def test_real_sweep_rows_and_verdicts(real_sweep):
     k, n = report.default
     assert (answer.k, answer.n) == (k, n) == (1, 0)
     here = [r for r in rows if (r["accumulate"], r["live_tensors"]) == (k, n)]
-    noisy = {r["strategy"] for r in here if r["cpu_pressure"]["median"] > verdicts.NOISY_PRESSURE}
+    noisy = {r["strategy"] for r in here if r["cpu_pressure"]["median"] > noise.NOISY_PRESSURE}
     assert answer.excluded_noisy == sorted(noisy)
     assert answer.candidates == len(SWEEP_STRATEGIES) - len(noisy)
     here_noise = next(f for f in judged["noise_floor"] if (f["k"], f["n"]) == (k, n))

@@ -28,7 +28,7 @@ from synthetic import (
 )
 
 from reports.__main__ import main as reports_main
-from reports.judge import verdicts
+from reports.judge import noise, verdicts
 from reports.judge.rows import SCHEMA_VERSION, read, strategy_order
 from reports.page import analysis, build, charts
 from reports.schema import verdict_records
@@ -118,8 +118,8 @@ def test_no_lower_verdict_without_a_measured_noise_floor(tmp_path):
 def test_noisy_cases_are_left_out_of_the_answer(tmp_path):
     rows = [make_row("native", round=r, control=r > 0) for r in (0, 1, 2)]
     rows += [
-        make_row("lazy", overhead=0.5, peak=4 * MIB, pressure=verdicts.NOISY_PRESSURE + 0.05),
-        make_row("block", overhead=0.9, peak=8 * MIB, pressure=verdicts.NOISY_PRESSURE - 0.05),
+        make_row("lazy", overhead=0.5, peak=4 * MIB, pressure=noise.NOISY_PRESSURE + 0.05),
+        make_row("block", overhead=0.9, peak=8 * MIB, pressure=noise.NOISY_PRESSURE - 0.05),
     ]
     report = analysis.report(write_run(tmp_path / "run", rows))
     answer = report.answer

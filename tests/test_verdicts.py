@@ -10,7 +10,7 @@ from msgspec import structs
 from synthetic import as_row, standard_rows
 from synthetic import entry as entry_of
 
-from reports.judge import stats, verdicts, wording
+from reports.judge import noise, stats, verdicts, wording
 from reports.schema.records import Paired
 from reports.schema.row_parts import Summary
 from reports.schema.verdict_records import Comparison, Verdict
@@ -107,10 +107,10 @@ def test_the_memory_floor_is_the_spread_of_identical_loops_between_processes():
         return entry_of(strategy, rows)
 
     exact = [entry("a", [100], [90]), entry("b", [120], [90])]
-    assert verdicts.memory_floors(exact) == {"peak_memory": 0.0, "held_memory": 0.0}
+    assert noise.memory_floors(exact) == {"peak_memory": 0.0, "held_memory": 0.0}
     # the plain loop's peak moved 10% between processes (gloo's threads): a 10% floor
     moved = [entry("a", [100, 100], [90, 100]), entry("b", [120], [95])]
-    assert verdicts.memory_floors(moved)["peak_memory"] == pytest.approx(0.10)
+    assert noise.memory_floors(moved)["peak_memory"] == pytest.approx(0.10)
 
 
 def _row(strategy, k, ratio, split=0.01, pressure=0.0, rnd=0):
@@ -142,7 +142,7 @@ def test_a_groups_noise_is_the_pooled_variance_of_process_figures_with_its_df():
         _entry([_row("native", 1, 1.0), _row("native", 1, 1.02, rnd=1)]),
         _entry([_row("block", 1, 1.5)]),
     ]
-    (spread,) = verdicts.noise(entries, 0.02).values()
+    (spread,) = noise.noise(entries, 0.02).values()
     # two processes of native: variance of (0, log 1.02) with df 1; block's one adds no df
     assert spread.variance == pytest.approx(math.log(1.02) ** 2 / 2)
     assert (spread.df, spread.processes, spread.strategies) == (1, 3, 2)
@@ -166,14 +166,14 @@ def test_a_group_without_df_borrows_from_its_settings_at_other_k_and_says_so():
         _entry([_row("native", 4, 1.0), _row("native", 4, 1.01, rnd=1)]),
         _entry([_row("block", 4, 1.3)]),
     ]
-    spreads = verdicts.noise(entries, 0.02)
+    spreads = noise.noise(entries, 0.02)
     at = {key[0]: s for key, s in spreads.items()}
     assert at[1].pooled_from == [[4, 0]] and at[1].df == 1
     assert at[1].variance == pytest.approx(at[4].variance)
     assert at[4].pooled_from == []
     # another precision never lends: bf16 judges bf16
     bf16 = [structs.replace(e, precision="bf16") for e in entries[:2]]
-    spreads = verdicts.noise([*bf16, *entries[2:]], 0.02)
+    spreads = noise.noise([*bf16, *entries[2:]], 0.02)
     lone = next(s for key, s in spreads.items() if dict(key[2])["precision"] == "bf16")
     assert lone.df == 0 and lone.resolution is None
 
@@ -212,7 +212,7 @@ def test_the_interval_called_95_percent_covers_the_truth_95_percent_of_the_time(
     covered = total = 0
     for seed in range(1000):
         entries = _planted(truth, processes, 0.02, seed)
-        spreads = verdicts.noise(entries, 0.02)
+        spreads = noise.noise(entries, 0.02)
         for c in verdicts.strategy_comparisons(entries, spreads, 0.02):
             if c.metric != "window":
                 continue
@@ -231,7 +231,7 @@ def test_a_five_percent_difference_is_higher_and_twins_are_same_with_enough_proc
     words: dict[str, list[str]] = {"slow": [], "twin": []}
     for seed in range(200):
         entries = _planted(truth, {"native": 20, "twin": 20, "slow": 20}, 0.02, seed)
-        comparisons = verdicts.strategy_comparisons(entries, verdicts.noise(entries, 0.02), 0.02)
+        comparisons = verdicts.strategy_comparisons(entries, noise.noise(entries, 0.02), 0.02)
         verdicts.decide_time(comparisons, 0.02)
         for c in comparisons:
             if c.metric == "window" and "native" in (c.a, c.b):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
-from reports.judge import verdicts, wording
+from reports.judge import noise, verdicts, wording
 from reports.judge.rows import strategy_order
 from reports.schema.records import Entry
 from reports.schema.settings import is_base
@@ -37,13 +37,13 @@ def decisions(entries: list[Entry], result: VerdictFile) -> list[Decision]:
     groups: dict[tuple, list[Entry]] = defaultdict(list)
     for e in entries:
         if e.phases and not is_base(e.strategy):
-            groups[verdicts.group_key(e)].append(e)
+            groups[noise.group_key(e)].append(e)
     floors = {(g.k, g.n, repr(sorted(g.case.items()))): g for g in result.noise_floor}
     out = []
     # K and N as numbers, then the loop's settings and ranks (repr: comparable whatever they are)
     for _, here in sorted(groups.items(), key=lambda kv: (*kv[0][:2], repr(kv[0][2:]))):
         first = here[0]
-        case = verdicts.case_fields(first)
+        case = noise.case_fields(first)
         floor = floors.get((first.k, first.n, repr(sorted(case.items()))))
         out.append(decide(here, result, floor.resolution if floor else None))
     return out
@@ -51,14 +51,14 @@ def decisions(entries: list[Entry], result: VerdictFile) -> list[Decision]:
 
 def decide(here: list[Entry], result: VerdictFile, resolution: float | None) -> Decision:
     """The decision in one group (``here``: its finished cases), by RULE."""
-    k, n, case = here[0].k, here[0].n, verdicts.case_fields(here[0])
+    k, n, case = here[0].k, here[0].n, noise.case_fields(here[0])
     leaky = {  # a growth verdict's case holds grad_sync and precision only
         g.strategy
         for g in result.leaks
         if (g.k, g.n) == (k, n) and all(case.get(key) == v for key, v in g.case.items())
     }
     left_out = sorted(
-        (e.strategy for e in here if e.strategy in leaky or verdicts.noisy_case(e)),
+        (e.strategy for e in here if e.strategy in leaky or noise.noisy_case(e)),
         key=strategy_order,
     )
     candidates = sorted(

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from reports.judge.verdicts import MEMORY_KEYS
+from reports.judge.noise import MEMORY_KEYS
 from reports.schema.records import Paired
 from reports.schema.verdict_records import Comparison
 

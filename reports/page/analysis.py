@@ -14,7 +14,7 @@ from typing import Any
 
 from msgspec import structs
 
-from reports.judge import decision, targets, verdicts
+from reports.judge import decision, noise, targets, verdicts
 from reports.judge.rows import pooled, read, strategy_order
 from reports.page import profile
 from reports.page.answer import answer, default_case, full_sweep, reset_slopes, unseen
@@ -81,7 +81,7 @@ def report(directory: str | Path) -> Page:
     cases = {
         key: e
         for key, e in every_case.items()
-        if all(verdicts.case_fields(e).get(name) == value for name, value in main.items())
+        if all(noise.case_fields(e).get(name) == value for name, value in main.items())
     }
     entries = list(cases.values())
     page = the_run(directory, rows, run)

@@ -9,7 +9,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from reports.judge import leaks, stats, verdicts, wording
+from reports.judge import leaks, noise, stats, verdicts, wording
 from reports.judge.rows import memory_note, strategy_order
 from reports.page.records import Answer, Pick, Reference, Slope, SlopePoint
 from reports.schema.records import Entry, RecordError, RunFile
@@ -37,9 +37,9 @@ def answer(entries: list[Entry], k: int, n: int, result: VerdictFile) -> Answer:
     here = [e for e in entries if e.phases and (e.k, e.n) == (k, n)]
     leaky = leaks.leaking(result, k, n)  # never the answer, on time or on memory
     here = [e for e in here if e.strategy not in leaky]
-    excluded = sorted(e.strategy for e in here if verdicts.noisy_case(e))
+    excluded = sorted(e.strategy for e in here if noise.noisy_case(e))
     every = here  # memory is exact: CPU pressure does not touch it
-    here = [e for e in here if not verdicts.noisy_case(e)]
+    here = [e for e in here if not noise.noisy_case(e)]
     # the group's noise at K, N (the precision the answer reads: the first group there)
     floor = next((f for f in result.noise_floor if (f.k, f.n) == (k, n)), None)
     out = Answer(

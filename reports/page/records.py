@@ -76,7 +76,7 @@ class CaseLine(Struct):
     rounds: int  # processes that finished
     failed: int  # processes that failed
     ok: bool  # some process finished
-    noisy: bool  # a process ran under CPU pressure (verdicts.noisy_case)
+    noisy: bool  # a process ran under CPU pressure (noise.noisy_case)
     trace: str | None = None  # its torch.profiler trace, relative to the run (--profile)
     trace_present: bool = False  # ... and whether that file is beside the report
     # what a finished case measured (tables.measured_line)

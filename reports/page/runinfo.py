@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 from msgspec import Struct
 
-from reports.judge import verdicts
+from reports.judge import noise, verdicts
 from reports.judge.rows import RESULTS, SchemaError, first_row, process_of
 from reports.page.records import TheRun, Wall, WallStep
 from reports.schema.records import RecordError, Row, RunFile
@@ -141,11 +141,11 @@ def the_run(directory: Path, rows: list[Row], run: RunFile) -> TheRun:
         wall=wall_time(rows),
         parallel=first.parallel or "none",
         failed=[r for r in rows if not r.ok],
-        noisy=[r.case_id for r in ok_rows if verdicts.noisy(r)],
-        noisy_pressure=verdicts.NOISY_PRESSURE,
-        noisy_switches=verdicts.NOISY_SWITCHES_PER_S,
+        noisy=[r.case_id for r in ok_rows if noise.noisy(r)],
+        noisy_pressure=noise.NOISY_PRESSURE,
+        noisy_switches=noise.NOISY_SWITCHES_PER_S,
         # which signal judged the rows: psi where it exists, else involuntary switches
-        noise_signals=sorted({verdicts.case_noise(r).signal or "none" for r in ok_rows}),
+        noise_signals=sorted({noise.case_noise(r).signal or "none" for r in ok_rows}),
         pytest_benchmark=_pytest_benchmark(directory),
         results=RESULTS,
     )

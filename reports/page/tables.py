@@ -11,7 +11,7 @@ from typing import Any
 
 from msgspec import structs
 
-from reports.judge import leaks, machines, stats, targets, verdicts
+from reports.judge import leaks, machines, noise, stats, targets, verdicts
 from reports.judge.rows import REFERENCE, memory_note, process_of, strategy_order
 from reports.page import profile
 from reports.page.records import (
@@ -54,7 +54,7 @@ def process_line(rows: list[Row]) -> ProcessLine:
         voluntary_per_s=max(voluntary) if voluntary else None,
         pinned=any(r.pin for r in rows),
         cores=[list(c) for c in cores],
-        noise_signals=sorted({verdicts.case_noise(r).signal or "none" for r in rows}),
+        noise_signals=sorted({noise.case_noise(r).signal or "none" for r in rows}),
     )
 
 
@@ -69,7 +69,7 @@ def case_table(entries: list[Entry], result: VerdictFile) -> list[CaseLine]:
             rounds=e.rounds,
             failed=len(e.failed),
             ok=bool(e.phases),
-            noisy=verdicts.noisy_case(e),
+            noisy=noise.noisy_case(e),
             trace=profile.trace_of(e),
         )
         out.append(measured_line(line, e, result) if e.phases else line)

@@ -18,7 +18,7 @@ import json
 import math
 from pathlib import Path
 
-from reports.judge import leaks, stats, verdicts
+from reports.judge import leaks, noise, stats, verdicts
 from reports.judge.rows import PHASES, SWEEP_IDENTITY, first_row, pooled, read, strategy_order
 from reports.page import charts, runinfo
 from reports.page.build import environment
@@ -152,11 +152,11 @@ def comparison(dir_a: str | Path, dir_b: str | Path) -> ComparePage:
         )
     # the noise between processes of both runs, per group: each run's processes of a case
     # differ by the same kind of process offset, so the variance pools over both
-    spreads = verdicts.noise([*a.cases.values(), *b.cases.values()], min_effect)
+    spreads = noise.noise([*a.cases.values(), *b.cases.values()], min_effect)
     lines, judged = [], []
     for key in common:
         ea, eb = a.cases[key], b.cases[key]
-        metrics = _metrics(ea, eb, key, spreads.get(verdicts.group_key(eb)), min_effect)
+        metrics = _metrics(ea, eb, key, spreads.get(noise.group_key(eb)), min_effect)
         judged += metrics.values()
         lines.append(line(ea, eb, key, metrics))
     drift = between_runs(judged)

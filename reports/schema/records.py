@@ -296,7 +296,7 @@ class Entry(EntryIdentity, kw_only=True):
 # -- a case's noise -------------------------------------------------------------------------------
 class CaseNoise(Struct, frozen=True):
     """Whether a case's process ran on a busy machine, and by which signal
-    (``verdicts.case_noise``): ``psi``, ``involuntary_switches`` or None (no signal)."""
+    (``noise.case_noise``): ``psi``, ``involuntary_switches`` or None (no signal)."""
 
     signal: str | None = None
     value: float | None = None

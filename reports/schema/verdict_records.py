@@ -70,7 +70,7 @@ class Comparison(Struct, forbid_unknown_fields=True):
     b: str
     k: int  # accumulation steps K
     n: int  # unrelated live tensors N
-    case: dict[str, Any]  # the swept settings both sides share (verdicts.case_fields)
+    case: dict[str, Any]  # the swept settings both sides share (noise.case_fields)
     metric: str  # window, peak_memory or held_memory
     ratio: float | None = None  # a / b; None when a side has no figure
     ci_low: float | None = None  # the 95% interval (bounds where confidence is None)
@@ -94,7 +94,7 @@ class Comparison(Struct, forbid_unknown_fields=True):
     # the machines its two sides' processes ran on (machines.machine_of), where more than one
     # (None: one); unpaired, its interval carries the variance between machines too
     machines: int | None = None
-    noisy: bool = False  # a side ran under CPU pressure (verdicts.case_noise)
+    noisy: bool = False  # a side ran under CPU pressure (noise.case_noise)
     q: float | None = None  # time: p adjusted over the sweep (Benjamini-Hochberg)
 
     @property
@@ -190,7 +190,7 @@ class RunComparison(Comparison):
 # -- a group's noise, a case's overhead, a case's growth ------------------------------------------
 class GroupNoise(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """The variance between processes of a group of cases that run the same loop (K, N and
-    the settings in ``case``; verdicts.group_key), and what it lets the sweep tell apart."""
+    the settings in ``case``; noise.group_key), and what it lets the sweep tell apart."""
 
     k: int
     n: int
@@ -205,7 +205,7 @@ class GroupNoise(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     resolution: float | None  # the smallest difference the sweep could call (stats.resolution)
     memory: dict[str, float]  # per memory metric: the largest spread between identical loops
     # where the resolution came from when not from sd: "N paired comparisons" (their median
-    # half-width, verdicts.paired_resolution)
+    # half-width, noise.paired_resolution)
     resolution_from: str | None = None
     variance: float | None = None  # of one process's log figure (not in the file: sd holds it)
     # between machines (machines.between_machines), in the file only where the group's
@@ -321,7 +321,7 @@ class Decision(Struct, kw_only=True, forbid_unknown_fields=True):
 
     k: int
     n: int
-    case: dict[str, Any]  # the group's loop settings (verdicts.case_fields)
+    case: dict[str, Any]  # the group's loop settings (noise.case_fields)
     use: str | None  # None: no candidate finished cleanly
     fastest: str | None = None  # lowest paired overhead (point estimate)
     ties: list[str] = field(default_factory=list)  # not decided slower than fastest
