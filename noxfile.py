@@ -23,7 +23,8 @@ def install_project(session: nox.Session, extras: str = "bench") -> None:
 @nox.session(python=PYTHON, reuse_venv=True)
 def tests(session: nox.Session) -> None:
     """The test suite without the slow end-to-end tests (docs/development.md: its time)."""
-    install_project(session, "bench,dev,hf")  # dev: asv (tests/test_asv.py); hf: the GPT-2 example
+    # dev: asv (tests/test_asv.py); hf: the GPT-2 example; frameworks: tests/test_frameworks.py
+    install_project(session, "bench,dev,hf,frameworks")
     default = ["-q", "-m", "not slow and not cluster"]  # the cluster's: nox -s cluster
     session.run("python", "-m", "pytest", *(session.posargs or default))
 
@@ -31,7 +32,7 @@ def tests(session: nox.Session) -> None:
 @nox.session(python=PYTHON, reuse_venv=True, default=False)
 def slow(session: nox.Session) -> None:
     """The slow end-to-end tests (asv over commits, ranks, A/A sweeps); CI runs them too."""
-    install_project(session, "bench,dev,hf")
+    install_project(session, "bench,dev,hf,frameworks")
     session.run(
         "python", "-m", "pytest", *(session.posargs or ["-q", "-m", "slow and not cluster"])
     )
@@ -119,6 +120,16 @@ def cluster_asked(args: list[str]) -> bool:
     return any(a == "--cluster" or a.startswith("--cluster=") for a in args)
 
 
+def extras_asked(args: list[str]) -> str:
+    """The extras a sweep's flags need: --cluster Ray, --frameworks the frameworks."""
+    extras = ["bench"]
+    if cluster_asked(args):
+        extras.append("cluster")
+    if any(a == "--frameworks" or a.startswith("--frameworks=") for a in args):
+        extras.append("frameworks")
+    return ",".join(extras)
+
+
 def sweep_setup(session: nox.Session) -> tuple[list[str], str, str | None]:
     """The sweep's arguments (with a fresh --out), installed project and output folder."""
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -126,8 +137,9 @@ def sweep_setup(session: nox.Session) -> tuple[list[str], str, str | None]:
         args, out, preset = bench_args(session.posargs, stamp)
     except ValueError as err:
         session.error(str(err))
-    # --cluster: Ray too (the extra); without it the sweep neither installs nor imports Ray
-    install_project(session, "bench,cluster" if cluster_asked(args) else "bench")
+    # --cluster: Ray too, --frameworks the frameworks (the extras); without the flag the sweep
+    # neither installs nor imports them
+    install_project(session, extras_asked(args))
     os.makedirs(out, exist_ok=True)
     return args, out, preset
 

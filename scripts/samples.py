@@ -35,7 +35,7 @@ SAMPLES = ROOT / "reports" / "samples"
 KEPT = ("run.json", "results.jsonl", "verdicts.json", "index.html")
 SAMPLE = "sample.json"
 #: the documents whose generated blocks come from the samples
-DOCUMENTS = ("README.md", "docs/method.md", "docs/sweep.md")
+DOCUMENTS = ("README.md", "docs/method.md", "docs/sweep.md", "docs/frameworks.md")
 BLOCK = re.compile(r"(<!-- samples: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /samples -->)", re.S)
 #: a short form for the tests: the same sweep with two pairs per process and no added rounds
 SMOKE = ("--budget", "0", "--repeat", "2")
@@ -341,7 +341,61 @@ def gpu_sentence() -> str:
     )
 
 
+FRAMEWORKS, SYNCED = "frameworks-cpu", "accelerate:sync_each_batch=true"
+
+
+def frameworks_table() -> str:
+    """The frameworks' sample: each loop's overhead on the plain loop, its verdict against
+    syncing every micro-batch, its all-reduces per window and its memory (medians over its
+    processes)."""
+    from reports.judge.rows import label, read
+
+    d = SAMPLES / FRAMEWORKS
+    v = _verdicts(d)
+    overheads = {o["strategy"]: o for o in v["overheads"]}
+    words = {(c["a"], c["b"]): c for c in v["comparisons"] if c["metric"] == "window"}
+    rows: dict[str, list] = {}
+    for r in read(d):
+        if r.ok and not r.time_only:
+            rows.setdefault(label(r.strategy, r.options), []).append(r)
+
+    def against(name: str) -> str:
+        if (c := words.get((name, SYNCED))) is not None:
+            return f"{c['ratio']:.3f} {c['verdict']}"
+        if (c := words.get((SYNCED, name))) is None:
+            return "-"
+        mirrored = {"lower": "higher", "higher": "lower"}.get(c["verdict"], c["verdict"])
+        return f"{1 / c['ratio']:.3f} {mirrored}"
+
+    def median(values: list) -> str:
+        values = sorted(x for x in values if x is not None)
+        return "-" if not values else f"{values[len(values) // 2]:g}"
+
+    lines = [
+        "| loop | × plain loop (95% CI) | vs `sync_each_batch` | all-reduces / window "
+        "| held MiB | peak MiB |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name in sorted(overheads, key=lambda n: (not n.startswith("accelerate"), n)):
+        o, here = overheads[name], rows.get(name, [])
+        calls = [r.collectives_per_window.allreduce for r in here if r.collectives_per_window]
+        held = [r.memory.held_bytes / 2**20 for r in here if r.memory.held_bytes is not None]
+        peak = [r.memory.peak_bytes / 2**20 for r in here if r.memory.peak_bytes is not None]
+        lines.append(
+            f"| `{name}` | {o['ratio']:.3f} ({o['ci_low']:.3f}-{o['ci_high']:.3f}) "
+            f"| {'-' if name == SYNCED else against(name)} | {median(calls)} "
+            f"| {median([round(x, 2) for x in held])} | {median([round(x, 2) for x in peak])} |"
+        )
+    sample = _sample(d)
+    return (
+        "\n".join(lines)
+        + f"\n\nFrom `reports/samples/{FRAMEWORKS}` ({clock(sample['wall_s'])}; "
+        + f"{machine(d)}): `{sample['command']}`.\n"
+    )
+
+
 BLOCKS: dict[str, Callable[[], str]] = {
+    "frameworks": frameworks_table,
     "gpu-mfu": gpu_sentence,
     "default-sweeps": default_sweep_table,
     "quick-table": quick_table,

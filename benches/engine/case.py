@@ -312,8 +312,8 @@ def other_settings(spec: CaseSpec, runner: PairedRunner, timed, samples: dict) -
 def cost_counts(spec: CaseSpec, runner: PairedRunner, workload, timed) -> dict[str, Any] | None:
     """The cost model's coefficients and counts of this process, after the timed pairs and off
     the clock; none for the control's extra processes and time-only ones (they measure noise
-    or time, nothing else)."""
-    if spec.control or spec.time_only:
+    or time, nothing else), nor for a framework's path (the model counts a collector's work)."""
+    if spec.control or spec.time_only or runner.strategy.path is not None:
         return None
     return {
         "coefficients": costmodel.calibrate(workload.device),

@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from benches.engine import builds, training
+from benches.engine import builds, frameworks, training
 from benches.engine.distributed import CollectiveCounter
 from benches.engine.envinfo import psi_cpu
 from benches.engine.replicas import fresh_replica, full
@@ -97,7 +97,13 @@ class Loop:
         training.to_precision(model, recipe.precision)
         # what forward runs through: the model, its DDP wrapper, or the model sharded in place
         # (``module``: already wrapped by the caller); compiled on top when the recipe says so
-        if module is None:
+        self.optimizer = training.optimizer(recipe, model.parameters())
+        # a framework's path (engine.frameworks) wraps the model and optimizer itself
+        self.path = None
+        if frameworks.name_of(strategy):
+            self.path = frameworks.make(strategy, model, self.optimizer, frameworks.k_of(workload))
+            module, self.optimizer = self.path.module, self.path.optimizer
+        elif module is None:
             module = parallel.wrap(model) if parallel is not None else model
         self.module = module
         self.distributed = parallel is not None and parallel.kind != "none"
@@ -106,13 +112,12 @@ class Loop:
         self.counter = CollectiveCounter(module, parallel.kind if self.distributed else "none")
         self.forward = training.compiled(module) if recipe.compile else module
         self.clock = Clock(workload.device)
-        self.optimizer = training.optimizer(recipe, model.parameters())
         # the collector of the strategy's build: the base build's core for ``name@base``
         self.collector = (
             builds.package_of(strategy).GradientCollector(
                 self.module, strategy=make_strategy(strategy), grad_sync=grad_sync
             )
-            if strategy
+            if strategy and self.path is None
             else None
         )
         self.grad_sync = grad_sync
@@ -138,6 +143,9 @@ class Loop:
         """The update phase: clip (the strategy's norm, or ``clip_grad_norm_``), step, and for
         the plain loop drop the gradients (``zero_grad(set_to_none=True)``)."""
         clip = self.recipe.clip_norm
+        if self.path is not None:
+            self.path.update()
+            return
         if self.collector is not None:
             self.collector.step(self.optimizer, clip_norm=clip)
             return
@@ -173,6 +181,8 @@ class Loop:
                 stamps.mark(label)
 
         mark("start")
+        if self.path is not None:  # the framework's own window (engine.frameworks)
+            return self._path_window(batches, tokens, update, on_reset, marks, mark)
         if collector is None:  # its gradients were dropped at the end of its last window
             micro_batches = synced(batches, self.module, self.grad_sync)
         else:
@@ -195,6 +205,28 @@ class Loop:
         if update:
             self.update()
         mark("end")
+        return self._timing(marks)
+
+    def _path_window(self, batches, tokens, update, on_reset, marks, mark) -> dict[str, float]:
+        """A framework path's window: its own micro-batches (``engine.frameworks``), its own
+        step and reset in the update phase; the reset phase is empty (the framework's reset is
+        its ``zero_grad`` at the end of the last window)."""
+        if on_reset is not None:
+            on_reset()
+        mark("reset")
+        count = len(batches)
+        for i, batch in enumerate(batches, 1):
+            self.path.micro_batch(lambda b: self.loss(b, tokens), batch, i, i == count, mark)
+        mark("update")
+        if update:
+            self.update()
+        mark("end")
+        return self._timing(marks)
+
+    def _timing(self, marks: list) -> dict[str, float]:
+        """A window's phases from its marks: start, reset, (forward i, backward i)..., update,
+        end."""
+        clock = self.clock
         clock.settle(marks[-1])
         seconds = [clock.seconds(a, b) for a, b in itertools.pairwise(marks)]
         micro = seconds[1:-2]  # forward, backward, forward, backward, ...

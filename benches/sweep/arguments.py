@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from benches.engine import training
+from benches.engine import frameworks, training
 from benches.engine.spec import OPTION, SWEEP_IDENTITY, parse_options
 from benches.sweep.machine import (
     builds_here,
@@ -166,6 +166,7 @@ def resolve(args: argparse.Namespace, nodes: list[dict[str, Any]] | None = None)
     axes = {f.name: axis_values(args, f) for f in AXES if f.name != "grad_sync"}
     rounds, budget = rounds_and_budget(args)
     parallel, mesh, axes["grad_sync"] = parallel_settings(args, world_size)
+    framework_settings(names, parallel, recipe)
     where = cluster_settings(args, joined=nodes is not None)
     threads = int_value("--threads", args.threads, 1) if args.threads else None
     if threads is None and cluster and not waiting:
@@ -311,7 +312,49 @@ def strategy_names(args: argparse.Namespace) -> list[str]:
         )
     else:
         names = [strategy_label(n.strip(), known) for n in args.strategies.split(",")]
+    listed = getattr(args, "frameworks", None) or ""
+    names += [framework_label(n.strip(), "--frameworks") for n in listed.split(",") if n.strip()]
     return list(dict.fromkeys(names))
+
+
+def framework_settings(names: list[str], parallel: str, recipe: dict[str, Any]) -> None:
+    """The settings a framework's path cannot run with: a UsageError naming the setting."""
+    paths = [n for n in names if frameworks.name_of(n)]
+    if not paths:
+        return
+    if parallel not in ("none", "ddp"):
+        raise UsageError(
+            f"--frameworks {paths[0]!r} with --parallel {parallel}: Accelerate drives FSDP2 on "
+            "a GPU only (on a CPU it falls back to DDP); valid: --parallel ddp or none"
+        )
+    if recipe.get("clip_norm") is not None:
+        raise UsageError(
+            f"--frameworks {paths[0]!r} with --clip-norm: a path's clipping is not measured "
+            "yet; valid: no --clip-norm"
+        )
+    if recipe.get("compare_settings"):
+        raise UsageError(
+            f"--frameworks {paths[0]!r} with --compare-settings: valid: no --compare-settings"
+        )
+
+
+def framework_label(text: str, flag: str) -> str:
+    """A framework's path (``engine.frameworks``) as its case label: the framework known and
+    installed, its options valid; options canonical, as a strategy's."""
+    name, _, options = text.partition(":")
+    if name not in frameworks.PATHS:
+        raise UsageError(
+            f"{flag} {text!r}: unknown framework; valid: {', '.join(frameworks.PATHS)}"
+        )
+    if not frameworks.installed(name):
+        raise UsageError(f"{flag} {text!r}: {name} is not installed; {frameworks.EXTRA}")
+    try:
+        parsed = parse_options(options)
+        frameworks.check(name, parsed)
+    except ValueError as err:
+        raise UsageError(f"{flag} {text!r}: {err}") from None
+    canonical = ":".join(f"{k}={spell(v)}" for k, v in sorted(parsed.items()))
+    return f"{name}:{canonical}" if canonical else name
 
 
 def parallel_mode(args: argparse.Namespace) -> str:
@@ -336,6 +379,8 @@ def strategy_label(text: str, known: list[str]) -> str:
     import strategies
 
     name, _, options = text.partition(":")
+    if name in frameworks.PATHS:  # a case by hand of a framework's path
+        return framework_label(text, "--strategy")
     if name == BASELINE_GONE:
         raise UsageError(
             "strategy 'baseline' is gone: every case now runs the plain loop beside its "

@@ -9,7 +9,7 @@ import dataclasses
 import statistics
 import time
 
-from benches.engine import results
+from benches.engine import frameworks, results
 from benches.engine.spec import CaseSpec
 from benches.sweep.arguments import Sweep
 from reports.schema.settings import group_of, group_of_record
@@ -70,7 +70,9 @@ def round_specs(group_cases: list[CaseSpec], round_: int, rotate: bool) -> list[
     ]
     by_group: dict[tuple, list[CaseSpec]] = {}
     for c in added:
-        shared = c.strategy not in SOLO and c.parallel == "none" and not c.compile
+        # a framework's path holds its framework's process-wide state: never shared either
+        solo = c.strategy in SOLO or frameworks.name_of(c.strategy)
+        shared = not solo and c.parallel == "none" and not c.compile
         if rotate and shared and not c.compare_settings:
             by_group.setdefault(group_of(c), []).append(c)
     rotated = [cs for cs in by_group.values() if len(cs) >= 2]

@@ -41,6 +41,12 @@ def build_parser() -> argparse.ArgumentParser:
         f"{QUICK['accumulate']}, --live-tensors {QUICK['live_tensors']} and --budget "
         f"{QUICK['budget']} (every strategy); a flag given explicitly wins, --rounds R included",
     )
+    run.add_argument(
+        "--frameworks",
+        help="PATH[,PATH...]: frameworks' own accumulation paths, measured beside the "
+        "strategies (docs/frameworks.md): accelerate, accelerate:sync_each_batch=true, "
+        "accelerate:no_sync=backward (the [frameworks] extra)",
+    )
     cluster_options(run)
     case = commands.add_parser(
         "case",
