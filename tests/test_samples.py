@@ -83,8 +83,8 @@ def test_an_unknown_sample_exits_2_with_one_line():
     )
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
-        "error: unknown sample 'nope'; valid: base-cuda, quick-cpu, tiny-cpu, tiny-cpu-bf16 "
-        "(a new one needs --flags)"
+        "error: unknown sample 'nope'; valid: base-cuda, frameworks-cpu, quick-cpu, tiny-cpu, "
+        "tiny-cpu-bf16 (a new one needs --flags)"
     ]
 
 
