@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-#: each path: its package, the extra that installs it, its options and their values
+#: each path: its package and its options with their values (``EXTRA`` installs them)
 PATHS: dict[str, dict[str, Any]] = {
     "accelerate": {
         "package": "accelerate",

@@ -97,12 +97,12 @@ class Loop:
         training.to_precision(model, recipe.precision)
         # what forward runs through: the model, its DDP wrapper, or the model sharded in place
         # (``module``: already wrapped by the caller); compiled on top when the recipe says so
-        self.optimizer = training.optimizer(recipe, model.parameters())
         # a framework's path (engine.frameworks) wraps the model and optimizer itself
         self.path = None
         if frameworks.name_of(strategy):
-            self.path = frameworks.make(strategy, model, self.optimizer, frameworks.k_of(workload))
-            module, self.optimizer = self.path.module, self.path.optimizer
+            optimizer = training.optimizer(recipe, model.parameters())
+            self.path = frameworks.make(strategy, model, optimizer, frameworks.k_of(workload))
+            module = self.path.module
         elif module is None:
             module = parallel.wrap(model) if parallel is not None else model
         self.module = module
@@ -112,6 +112,12 @@ class Loop:
         self.counter = CollectiveCounter(module, parallel.kind if self.distributed else "none")
         self.forward = training.compiled(module) if recipe.compile else module
         self.clock = Clock(workload.device)
+        # after the wrapping: fully_shard makes the parameters DTensor shards
+        self.optimizer = (
+            self.path.optimizer
+            if self.path is not None
+            else training.optimizer(recipe, model.parameters())
+        )
         # the collector of the strategy's build: the base build's core for ``name@base``
         self.collector = (
             builds.package_of(strategy).GradientCollector(
@@ -214,9 +220,13 @@ class Loop:
         if on_reset is not None:
             on_reset()
         mark("reset")
-        count = len(batches)
+        count, path = len(batches), self.path
+
+        def loss_of(batch):
+            return self.loss(batch, tokens)
+
         for i, batch in enumerate(batches, 1):
-            self.path.micro_batch(lambda b: self.loss(b, tokens), batch, i, i == count, mark)
+            path.micro_batch(loss_of, batch, i, i == count, mark)
         mark("update")
         if update:
             self.update()

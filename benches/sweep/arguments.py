@@ -317,6 +317,12 @@ def strategy_names(args: argparse.Namespace) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def canonical_label(name: str, parsed: dict[str, Any]) -> str:
+    """``name`` or ``name:k=v:k2=v2``: options sorted by key, values as parsed (true, none, 1.0)."""
+    canonical = ":".join(f"{k}={spell(v)}" for k, v in sorted(parsed.items()))
+    return f"{name}:{canonical}" if canonical else name
+
+
 def framework_settings(names: list[str], parallel: str, recipe: dict[str, Any]) -> None:
     """The settings a framework's path cannot run with: a UsageError naming the setting."""
     paths = [n for n in names if frameworks.name_of(n)]
@@ -353,8 +359,7 @@ def framework_label(text: str, flag: str) -> str:
         frameworks.check(name, parsed)
     except ValueError as err:
         raise UsageError(f"{flag} {text!r}: {err}") from None
-    canonical = ":".join(f"{k}={spell(v)}" for k, v in sorted(parsed.items()))
-    return f"{name}:{canonical}" if canonical else name
+    return canonical_label(name, parsed)
 
 
 def parallel_mode(args: argparse.Namespace) -> str:
@@ -397,10 +402,7 @@ def strategy_label(text: str, known: list[str]) -> str:
         raise UsageError(f"--strategies {text!r}: called sys.exit({err.code!r})") from None
     except Exception as err:  # unknown option, or a value the strategy refuses
         raise UsageError(f"--strategies {text!r}: {err}".replace("\n", " ")) from None
-    if not parsed:
-        return name
-    canonical = ":".join(f"{k}={spell(v)}" for k, v in sorted(parsed.items()))
-    return f"{name}:{canonical}"
+    return canonical_label(name, parsed)
 
 
 def recipe_settings(args: argparse.Namespace) -> dict[str, Any]:

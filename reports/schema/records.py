@@ -137,7 +137,7 @@ SweepOptions = msgspec.defstruct(
 
 class RunFile(Struct, kw_only=True):
     """DIR/run.json: the sweep as it was started. ``benches.sweep.cli`` writes it once, whole,
-    with ``write``; ``read`` is its one reader (the report, compare, and --resume's checks). A
+    from ``to_json``; ``read`` is its one reader (the report, compare, and --resume's checks). A
     key it does not know is left out (a later version's run.json still reads; the rows are the
     data)."""
 
