@@ -15,6 +15,7 @@ import copy
 import functools
 import os
 import time
+import weakref
 from typing import Any
 
 import torch
@@ -161,6 +162,8 @@ class CollectiveCounter:
             module.register_comm_hook(self, counted_allreduce)
         elif kind in ("fsdp2", "hsdp"):
             self._count_fsdp(module, hsdp=kind == "hsdp")
+        elif kind == "deepspeed":  # a DeepSpeed engine's own collectives (engine.frameworks)
+            counted_deepspeed().add(self)
 
     def _count_fsdp(self, module: nn.Module, hsdp: bool) -> None:
         from strategies.collector import fsdp_modules
@@ -223,6 +226,40 @@ def counted_reduce_scatter() -> type:
                 self.counter.seconds += time.perf_counter() - start
 
     return CountedReduceScatter
+
+
+#: DeepSpeed's collectives by its backend's method (``deepspeed/comm/torch.py``), as counted
+DEEPSPEED_COLLECTIVES = {
+    "all_reduce": "allreduce",
+    "all_reduce_coalesced": "allreduce",
+    "inference_all_reduce": "allreduce",
+    "reduce_scatter": "reduce_scatter",
+    "reduce_scatter_tensor": "reduce_scatter",
+}
+
+
+@functools.cache
+def counted_deepspeed() -> weakref.WeakSet:
+    """The counters of DeepSpeed's collectives: its process-wide backend's methods, counted
+    into every live counter (one engine runs at a time), then called. Installed once."""
+    from deepspeed.comm import comm
+
+    counters: weakref.WeakSet = weakref.WeakSet()
+    for method, tally in DEEPSPEED_COLLECTIVES.items():
+        original = getattr(comm.cdb, method, None)
+        if original is None:
+            continue
+
+        def counted(*args: Any, _original=original, _tally=tally, **kwargs: Any):
+            for counter in counters:
+                if _tally == "allreduce":
+                    counter.allreduce += 1
+                else:
+                    counter.reduce_scatter[0] = counter.reduce_scatter.get(0, 0) + 1
+            return _original(*args, **kwargs)
+
+        setattr(comm.cdb, method, counted)
+    return counters
 
 
 def instrumentation(module: nn.Module) -> list[dict[str, Any]]:

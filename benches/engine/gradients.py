@@ -436,7 +436,9 @@ def check_windows(
     ):
         sharded = parallel is not None and parallel.sharded
         model = parallel.unsharded(loop.model) if sharded else loop.model
-        module = None if ranks else loop.forward
+        # a framework's module is its engine (DeepSpeed's counts and hooks every forward): the
+        # reference runs the model itself
+        module = None if ranks or loop.path is not None else loop.forward
         # one pass: the float64 sum, and (one process) the sum in the gradients' own dtype
         dtypes = (torch.float64,) if ranks else (torch.float64, None)
         try:

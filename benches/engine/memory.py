@@ -34,16 +34,16 @@ from benches.engine import timeline
 MEMORY_WINDOWS = 2  # held bytes are read after the first window's reset: steady state
 
 
-def _tensors(value: Any, depth: int = 0):
+def tensors_of(value: Any, depth: int = 0):
     """Tensors reachable from a strategy's attributes (lists, tuples, dicts), a few levels deep."""
     if isinstance(value, torch.Tensor):
         yield value
     elif depth < 3 and isinstance(value, list | tuple | set):
         for item in value:
-            yield from _tensors(item, depth + 1)
+            yield from tensors_of(item, depth + 1)
     elif depth < 3 and isinstance(value, dict):
         for item in value.values():
-            yield from _tensors(item, depth + 1)
+            yield from tensors_of(item, depth + 1)
 
 
 def storage_bytes(tensors) -> int:
@@ -63,7 +63,7 @@ def held_bytes(collector) -> int:
     tensors = [p.grad for p in collector.params if p.grad is not None]
     for value in vars(collector.strategy).values():
         # the strategy's buffers, but not the parameters themselves (a strategy may list them)
-        tensors += [t for t in _tensors(value) if id(t) not in params]
+        tensors += [t for t in tensors_of(value) if id(t) not in params]
     return storage_bytes(tensors)
 
 
@@ -166,9 +166,12 @@ def memory_pass(
         del sharded
 
         def read_held() -> None:
-            held.append(
-                held_bytes(loop.collector) if loop.collector else plain_held_bytes(loop.model)
-            )
+            if loop.collector is not None:
+                held.append(held_bytes(loop.collector))
+            elif loop.path is not None:  # a framework's: its gradients where it keeps them
+                held.append(storage_bytes(loop.path.held(loop.model)))
+            else:
+                held.append(plain_held_bytes(loop.model))
 
         for i in range(MEMORY_WINDOWS):
             loop.window(*data[i % len(data)], on_reset=read_held)
@@ -236,11 +239,11 @@ def replica_bytes(loop) -> int:
     """The bytes a loop's replica holds: weights, gradients, optimizer state, strategy tensors."""
     params = list(loop.model.parameters())
     tensors = params + [p.grad for p in params if p.grad is not None]
-    tensors += [t for state in loop.optimizer.state.values() for t in _tensors(state)]
+    tensors += [t for state in loop.optimizer.state.values() for t in tensors_of(state)]
     if loop.collector is not None:
         ids = {id(p) for p in params}
         for value in vars(loop.collector.strategy).values():
-            tensors += [t for t in _tensors(value) if id(t) not in ids]
+            tensors += [t for t in tensors_of(value) if id(t) not in ids]
     return storage_bytes(tensors)
 
 

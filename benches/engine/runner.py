@@ -109,7 +109,13 @@ class Loop:
         self.distributed = parallel is not None and parallel.kind != "none"
         # the same instrumentation on every loop's replica, the plain loop's too, before its
         # first backward: its collectives counted into a tally of its own (``counter``)
-        self.counter = CollectiveCounter(module, parallel.kind if self.distributed else "none")
+        kind = parallel.kind if self.distributed else "none"
+        if self.path is not None and self.distributed:  # what the framework communicates by
+            module_counted, kind = self.path.counted(kind)
+        else:
+            module_counted = module
+        self.counter = CollectiveCounter(module_counted, kind)
+        self.counted_module, self.counted_kind = module_counted, kind
         self.forward = training.compiled(module) if recipe.compile else module
         self.clock = Clock(workload.device)
         # after the wrapping: fully_shard makes the parameters DTensor shards
@@ -214,23 +220,17 @@ class Loop:
         return self._timing(marks)
 
     def _path_window(self, batches, tokens, update, on_reset, marks, mark) -> dict[str, float]:
-        """A framework path's window: its own micro-batches (``engine.frameworks``), its own
+        """A framework path's window (``engine.frameworks``): its own micro-batches, its own
         step and reset in the update phase; the reset phase is empty (the framework's reset is
         its ``zero_grad`` at the end of the last window)."""
         if on_reset is not None:
             on_reset()
         mark("reset")
-        count, path = len(batches), self.path
 
         def loss_of(batch):
             return self.loss(batch, tokens)
 
-        for i, batch in enumerate(batches, 1):
-            path.micro_batch(loss_of, batch, i, i == count, mark)
-        mark("update")
-        if update:
-            self.update()
-        mark("end")
+        self.path.window(loss_of, batches, mark, update)
         return self._timing(marks)
 
     def _timing(self, marks: list) -> dict[str, float]:
@@ -254,14 +254,20 @@ class Loop:
         return timing
 
     def grads(self) -> dict[str, torch.Tensor | None]:
-        """The window's gradients, whole (sharded ones gathered: every rank calls this)."""
-        return {
-            n: None if p.grad is None else full(p.grad) for n, p in self.model.named_parameters()
-        }
+        """The window's gradients, whole (sharded ones gathered: every rank calls this); a
+        framework's path's from where the framework keeps them."""
+        got = (
+            self.path.grads(self.model)
+            if self.path is not None
+            else {n: p.grad for n, p in self.model.named_parameters()}
+        )
+        return {n: None if g is None else full(g) for n, g in got.items()}
 
     def close(self) -> None:
         if self.collector is not None:
             self.collector.close()
+        if self.path is not None:
+            self.path.close()
 
 
 def mine_first(index: int) -> bool:

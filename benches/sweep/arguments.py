@@ -330,8 +330,9 @@ def framework_settings(names: list[str], parallel: str, recipe: dict[str, Any]) 
         return
     if parallel not in ("none", "ddp"):
         raise UsageError(
-            f"--frameworks {paths[0]!r} with --parallel {parallel}: Accelerate drives FSDP2 on "
-            "a GPU only (on a CPU it falls back to DDP); valid: --parallel ddp or none"
+            f"--frameworks {paths[0]!r} with --parallel {parallel}: a path runs the "
+            "framework's own data parallelism (Accelerate drives FSDP2 on a GPU only, and on a "
+            "CPU falls back to DDP); valid: --parallel ddp or none"
         )
     if recipe.get("clip_norm") is not None:
         raise UsageError(

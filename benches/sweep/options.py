@@ -45,7 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--frameworks",
         help="PATH[,PATH...]: frameworks' own accumulation paths, measured beside the "
         "strategies (docs/frameworks.md): accelerate, accelerate:sync_each_batch=true, "
-        "accelerate:no_sync=backward (the [frameworks] extra)",
+        "accelerate:no_sync=backward, fabric, deepspeed, deepspeed:zero=1, deepspeed:zero=2 "
+        "(the [frameworks] extra)",
     )
     cluster_options(run)
     case = commands.add_parser(

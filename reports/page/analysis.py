@@ -16,7 +16,7 @@ from msgspec import structs
 
 from reports.judge import decision, noise, targets, verdicts
 from reports.judge.rows import pooled, read, strategy_order
-from reports.page import profile
+from reports.page import frameworks, profile
 from reports.page.answer import answer, default_case, full_sweep, reset_slopes, unseen
 from reports.page.recipe import (
     check_summary,
@@ -132,10 +132,14 @@ def at_the_answer(entries, chosen: tuple[int, int] | None, judged, cases) -> dic
     said.unseen = unseen(entries)
     if said.unseen:  # a shorter sweep: what the committed full sweep told apart here
         said.full_sweep = full_sweep(entries, k, n)
+    here = [c for c in cases if (c.k, c.n) == (k, n)]
+    paths = frameworks.path_lines(here, judged)
     return {
         "timelines": timelines(entries, k, n),
         "costs": cost_table(entries, k),
         "answer": said,
         "slopes": reset_slopes(entries, k),
-        "default_cases": [c for c in cases if (c.k, c.n) == (k, n)],
+        "default_cases": here,
+        "paths": paths,
+        "cheapest_path": frameworks.cheapest(paths, judged, k, n),
     }

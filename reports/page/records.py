@@ -4,6 +4,7 @@ the HTML template (``build``), the charts and the sweep's terminal tables
 
     Entry, VerdictFile --tables--> CaseLine, FlavourLine --+
                        --answer--> Answer (Pick)           +--analysis--> Page --> build, summary
+    CaseLine ------frameworks----> PathLine, PathPick -----|
                        --recipe--> SettingLine             |
     Row, VerdictFile --tables----> Where ------------------|
     Row, RunFile ------runinfo---> TheRun -----------------+
@@ -23,7 +24,15 @@ from msgspec import Struct, field, structs
 
 from reports.judge.targets import Target
 from reports.schema.records import Entry, Paired, Row, RunFile
-from reports.schema.row_parts import Collectives, ErrorFigures, GradCheck, Json, Summary, Timeline
+from reports.schema.row_parts import (
+    Collectives,
+    ErrorFigures,
+    Framework,
+    GradCheck,
+    Json,
+    Summary,
+    Timeline,
+)
 from reports.schema.verdict_records import (
     BetweenRuns,
     Comparison,
@@ -390,6 +399,30 @@ class Answer(Struct):
     full_sweep: Reference | None = None
 
 
+class PathLine(Struct):
+    """A framework's path at the answer's K and N (``frameworks.path_lines``)."""
+
+    strategy: str  # its label: ``accelerate:sync_each_batch=true``
+    framework: Framework  # its package, version, what of it was turned off
+    overhead: Paired | None
+    noisy: bool
+    best: str | None  # the fastest strategy there (lowest overhead, not noisy)
+    vs_best: Comparison | None  # the path's window against the best strategy's
+    allreduce_per_window: float | None
+    held_bytes: float | None
+    peak_bytes: float | None
+    grad_check_ok: bool | None
+
+
+class PathPick(Struct):
+    """The cheapest path (``frameworks.cheapest``), and its verdict against the next one."""
+
+    strategy: str
+    overhead: Paired | None
+    runner_up: str | None = None
+    lead: Comparison | None = None
+
+
 class Reference(Struct):
     """A committed sample's full sweep (reports/samples/NAME), for what a shorter sweep missed."""
 
@@ -466,6 +499,8 @@ class Page(TheRun):
     answer: Answer | None = None
     slopes: list[Slope] = field(default_factory=list)
     default_cases: list[CaseLine] = field(default_factory=list)
+    paths: list[PathLine] = field(default_factory=list)  # --frameworks: cheapest first
+    cheapest_path: PathPick | None = None
     where: Where | None = None  # more than one machine, node or host: where it ran
 
 

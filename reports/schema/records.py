@@ -28,6 +28,7 @@ from reports.schema.row_parts import (
     CostModel,
     CpuPressure,
     ErrorFigures,
+    Framework,
     GradCheck,
     LoopRatio,
     Memory,
@@ -221,6 +222,7 @@ class Row(RowIdentity, kw_only=True):
     cpu_pressure: CpuPressure | None = None  # PSI over the timed pairs: median, max
     allreduce_per_window: float | None = None
     collectives_per_window: Collectives | None = None  # figures.collectives_figure
+    framework: Framework | None = None  # a framework's path: its version, what is off
     grad_sync_vs_every: LoopRatio | None = None  # figures.grad_sync_ratio
     settings_vs: LoopRatio | None = None  # figures.setting_ratio
     memory: Memory | None = field(default_factory=Memory)  # the memory pass and growth

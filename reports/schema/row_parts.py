@@ -225,6 +225,15 @@ class Collectives(Record, kw_only=True):
     seconds_measure: str | None = None
 
 
+class Framework(Record, kw_only=True):
+    """A framework's path's row (``benches.engine.frameworks.figure``): the framework's
+    package and version, and what of it is turned off (not accumulation: logging, ...)."""
+
+    package: str = ""
+    version: str | None = None
+    turned_off: list[str] = field(default_factory=list)
+
+
 class LoopRatio(Record, kw_only=True):
     """A paired ratio of one process (``stats.paired``'s public figures): the row's
     ``overhead`` (the strategy's window over the plain loop's), ``grad_sync_vs_every`` (its
