@@ -116,6 +116,7 @@ QUICK = ["run", "--preset", "tiny", "--device", "cpu", "--accumulate", "2", "--b
             "with --parallel fsdp2",
         ),
         (["--frameworks", "accelerate", "--clip-norm", "1.0"], "with --clip-norm"),
+        (["--frameworks", "hf-trainer", "--compile"], "with --compile"),
     ],
 )
 def test_a_path_that_cannot_run_is_one_line_exit_2_before_anything_is_written(
@@ -184,7 +185,9 @@ def test_a_sweep_of_paths_in_one_process_and_its_frameworks_section(tmp_path):
     section = section[: section.index("</section>")]
     for label in ("lightning", "deepspeed:zero=2"):
         assert f"<code>{label}</code>" in section
-    assert "Among the frameworks' own paths, the cheapest here is" in page
+    # a busy machine (CPU pressure in every path's process) names none, and says so
+    named = "Among the frameworks' own paths, the cheapest here is" in page
+    assert named or ("No framework's own path was measured without CPU pressure" in page)
 
 
 def allreduces(out) -> dict[str, set[float]]:

@@ -343,6 +343,12 @@ def framework_settings(names: list[str], parallel: str, recipe: dict[str, Any]) 
         raise UsageError(
             f"--frameworks {paths[0]!r} with --compare-settings: valid: no --compare-settings"
         )
+    if recipe.get("compile"):
+        raise UsageError(
+            f"--frameworks {paths[0]!r} with --compile: a framework compiles its own way "
+            "(Accelerate's dynamo plugin, DeepSpeed's engine.compile), not measured yet; "
+            "valid: no --compile"
+        )
 
 
 def framework_label(text: str, flag: str) -> str:

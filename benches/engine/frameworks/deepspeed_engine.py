@@ -30,7 +30,8 @@ def _distributed() -> None:
 
     os.environ.setdefault("LOCAL_RANK", "0")  # deepspeed.initialize asserts it is set
     if not dist.is_initialized():
-        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+        dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
 
 
 class Path(Stepped):
