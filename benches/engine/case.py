@@ -295,9 +295,9 @@ def alike(mine, other) -> None:
     reduce-scatters), or the case fails: what is done to one side only biases every ratio. A
     framework that communicates by its own backend (DeepSpeed) is counted there: nothing to
     compare."""
-    if "deepspeed" in (mine.counted_kind, other.counted_kind):
+    if "deepspeed" in (mine.counter.kind, other.counter.kind):
         return
-    a, b = (distributed.instrumentation(loop.counted_module) for loop in (mine, other))
+    a, b = (distributed.instrumentation(loop.counter.module) for loop in (mine, other))
     if a != b:
         raise RuntimeError(f"the paired loops are instrumented differently: {a} against {b}")
 

@@ -151,6 +151,7 @@ class CollectiveCounter:
     """
 
     def __init__(self, module: nn.Module, kind: str) -> None:
+        self.module, self.kind = module, kind  # what it counts on (``case.alike`` reads them)
         self.allreduce = 0
         self.reduce_scatter: dict[int, int] = {}  # per FSDP group
         self.seconds = 0.0

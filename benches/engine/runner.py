@@ -110,12 +110,9 @@ class Loop:
         # the same instrumentation on every loop's replica, the plain loop's too, before its
         # first backward: its collectives counted into a tally of its own (``counter``)
         kind = parallel.kind if self.distributed else "none"
-        if self.path is not None and self.distributed:  # what the framework communicates by
-            module_counted, kind = self.path.counted(kind)
-        else:
-            module_counted = module
-        self.counter = CollectiveCounter(module_counted, kind)
-        self.counted_module, self.counted_kind = module_counted, kind
+        # a framework's path: what the framework communicates by (its DDP, DeepSpeed's backend)
+        counted = self.path.counted(kind) if self.path is not None else (module, kind)
+        self.counter = CollectiveCounter(*counted)
         self.forward = training.compiled(module) if recipe.compile else module
         self.clock = Clock(workload.device)
         # after the wrapping: fully_shard makes the parameters DTensor shards

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from benches.engine import training
+from benches.engine import frameworks, training
 from benches.sweep.outdir import UsageError
 from reports.judge.verdicts import DEFAULT_MIN_EFFECT
 from reports.schema.settings import SETTINGS
@@ -44,9 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--frameworks",
         help="PATH[,PATH...]: frameworks' own accumulation paths, measured beside the "
-        "strategies (docs/frameworks.md): accelerate, accelerate:sync_each_batch=true, "
-        "accelerate:no_sync=backward, fabric, deepspeed, deepspeed:zero=1, deepspeed:zero=2 "
-        "(the [frameworks] extra)",
+        f"strategies (docs/frameworks.md): {', '.join(frameworks.PATHS)}, each with its "
+        "options as NAME:KEY=VALUE (accelerate:sync_each_batch=true, deepspeed:zero=2; the "
+        "[frameworks] extra)",
     )
     cluster_options(run)
     case = commands.add_parser(

@@ -8,7 +8,7 @@ runs at any moment: while a window of the plain loop runs, the Trainer's thread 
 its loader.
 
 ``Driven`` is the case's side; a framework's module subclasses it with ``start`` (make the
-Trainer and call ``train``/``fit`` with ``self.loader()``) and calls ``on_forward``,
+Trainer and call ``train``/``fit`` on a ``Feed``) and calls ``on_forward``,
 ``on_backward``, ``before_step`` and ``after_reset`` from its callbacks.
 """
 
@@ -45,8 +45,8 @@ class Later:
 
 
 class Driven(Base):
-    def __init__(self, k: int) -> None:
-        self.k = k
+    def __init__(self, model: torch.nn.Module, optimizer, k: int) -> None:
+        self.model, self.given_optimizer, self.k = model, optimizer, k
         self.to_framework: queue.Queue = queue.Queue()
         self.to_case: queue.Queue = queue.Queue()
         self.current: Window | None = None
@@ -59,9 +59,13 @@ class Driven(Base):
     # --- the framework's thread ---
 
     def start(self) -> None:
-        """Make the framework's trainer on ``self.model`` and run it on ``self.loader()``;
-        set ``self.module`` and ``self.optimizer`` before the loader's first item."""
+        """Make the framework's trainer on ``self.model`` with ``self.given_optimizer`` and run
+        it on a ``Feed(self)``; set ``self.module`` and ``self.optimizer`` before the feed's
+        first item."""
         raise NotImplementedError
+
+    def on_feed(self) -> None:
+        """The framework asks for its data: its model is wrapped, its optimizer made."""
 
     def _run(self, device: int | None, threads: int) -> None:
         # a thread starts with the process's defaults: on device 0, and with as many intra-op
@@ -160,6 +164,18 @@ class Driven(Base):
         if self.thread.is_alive():
             self.to_framework.put(STOP)
             self.thread.join(timeout=60)
+
+
+class Feed:
+    """A Trainer's training data: the case's windows, with no length (the case ends it), lazy
+    for a framework that fetches one micro-batch ahead (``Driven.lazy_loader``)."""
+
+    def __init__(self, path: Driven, lazy: bool = False) -> None:
+        self.path, self.lazy = path, lazy
+
+    def __iter__(self):
+        self.path.on_feed()
+        return self.path.lazy_loader() if self.lazy else self.path.loader()
 
 
 def _unmarked(label: str) -> None:

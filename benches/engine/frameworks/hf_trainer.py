@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from benches.engine.frameworks.driven import Driven
+from benches.engine.frameworks.driven import Driven, Feed
 
 
 class Path(Driven):
@@ -35,9 +35,8 @@ class Path(Driven):
     )
 
     def __init__(self, model: torch.nn.Module, optimizer, k: int, options: dict[str, Any]):
-        self.model, self.given_optimizer = model, optimizer
         self.output = tempfile.TemporaryDirectory(prefix="zerograd-trainer-")
-        super().__init__(k)
+        super().__init__(model, optimizer, k)
 
     def start(self) -> None:
         import torch.distributed as dist
@@ -47,7 +46,7 @@ class Path(Driven):
 
         class Case(Trainer):
             def get_train_dataloader(self):
-                return Loader(path)
+                return Feed(path)
 
             def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
                 loss = path.loss(inputs) * path.k  # the Trainer divides by K
@@ -93,23 +92,10 @@ class Path(Driven):
         self.trainer = trainer
         trainer.train()
 
-    def on_loader(self) -> None:
-        """The Trainer's first request for data: its model is wrapped and its optimizer made."""
+    def on_feed(self) -> None:
         trainer = self.trainer
         self.module, self.optimizer = trainer.model_wrapped, trainer.optimizer
 
     def close(self) -> None:
         super().close()
         self.output.cleanup()
-
-
-class Loader:
-    """The Trainer's training data: the case's windows, with no length (``max_steps`` ends
-    it)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def __iter__(self):
-        self.path.on_loader()
-        return self.path.loader()

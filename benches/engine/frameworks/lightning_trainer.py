@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from benches.engine.frameworks.driven import Driven
+from benches.engine.frameworks.driven import Driven, Feed
 from benches.engine.frameworks.fabric import devices
 
 
@@ -32,9 +32,8 @@ class Path(Driven):
     )
 
     def __init__(self, model: torch.nn.Module, optimizer, k: int, options: dict[str, Any]):
-        self.model, self.given_optimizer = model, optimizer
-        self.module = model
-        super().__init__(k)
+        self.module = model  # Lightning's DDP runs training_step: the loss runs the model
+        super().__init__(model, optimizer, k)
 
     def counted(self, kind: str) -> tuple[torch.nn.Module, str]:
         return self.wrapped, kind
@@ -89,14 +88,4 @@ class Path(Driven):
             use_distributed_sampler=False,
             callbacks=[Marks()],
         )
-        trainer.fit(Case(self.model), train_dataloaders=Loader(self))
-
-
-class Loader:
-    """Lightning's training data: the case's windows, with no length."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def __iter__(self):
-        return self.path.lazy_loader()
+        trainer.fit(Case(self.model), train_dataloaders=Feed(self, lazy=True))
