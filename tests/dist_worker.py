@@ -262,7 +262,9 @@ def mismatch(parallel) -> str | None:
     from benches.engine.runner import PairedRunner
 
     runner = PairedRunner(tiny_workload(), "native", parallel, "last")
-    bare = SimpleNamespace(module=DistributedDataParallel(tiny_workload().model))
+    # a loop whose counter never installed its hook: what it counts on, not a hook on it
+    ddp = DistributedDataParallel(tiny_workload().model)
+    bare = SimpleNamespace(counter=SimpleNamespace(module=ddp, kind="ddp"))
     try:
         case.alike(runner.strategy, bare)
     except RuntimeError as err:
