@@ -20,7 +20,7 @@ import torch
 from benches.engine.frameworks import Stepped
 
 #: where ZeRO-1/2 keep gradients besides ``.grad`` (``runtime/zero/stage_1_and_2.py``)
-GRADIENT_BUFFERS = ("averaged_gradients", "grads_in_partition", "ipg_buffer")
+GRADIENT_BUFFERS = ("averaged_gradients", "grads_in_partition")
 
 
 def _distributed() -> None:
@@ -89,6 +89,9 @@ class Path(Stepped):
         from benches.engine.memory import tensors_of
 
         buffers = [getattr(self.optimizer, name, None) for name in GRADIENT_BUFFERS]
+        # each backward's bucket (``reduce_bucket_size`` elements: the peak), freed at its end
+        buckets = getattr(self.optimizer, "ipg_buckets", {}).values()
+        buffers += [bucket.buffer for bucket in buckets]
         return super().held(model) + list(tensors_of(buffers))
 
     def counted(self, kind: str) -> tuple[torch.nn.Module, str]:
