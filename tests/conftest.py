@@ -111,8 +111,14 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 @pytest.fixture(autouse=True)
 def _free_between_tests():
+    modules = len(sys.modules)
     yield
     gc.collect()  # a test's models and tensors are gone before the next one measures
+    if len(sys.modules) > modules + 100:
+        # a test imported a framework (DeepSpeed, Lightning, transformers: 220,000 objects):
+        # its modules go to the permanent generation too, or every later collection walks them
+        # (0.03 s a test before, 0.18 s after: 2 of the suite's 5 minutes on 2 cores)
+        gc.freeze()
 
 
 ROOT = Path(__file__).resolve().parent.parent
