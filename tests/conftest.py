@@ -104,7 +104,8 @@ def reference_grads(model, batches, use_side=False) -> dict[str, torch.Tensor]:
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Every module the tests import is loaded now: its objects (250,000 with torch, scipy and
     matplotlib) go to the permanent generation, so that the collection after each test walks
-    only what tests made (0.2 s each before, 2 of the suite's 7 minutes on 2 cores)."""
+    only what tests made (0.2 s each before, 2 of the suite's 7 minutes on 2 cores). A module a
+    test loads itself (a framework's) goes there after that test (_free_between_tests)."""
     gc.collect()
     gc.freeze()
 
@@ -114,11 +115,8 @@ def _free_between_tests():
     modules = len(sys.modules)
     yield
     gc.collect()  # a test's models and tensors are gone before the next one measures
-    if len(sys.modules) > modules + 100:
-        # a test imported a framework (DeepSpeed, Lightning, transformers: 220,000 objects):
-        # its modules go to the permanent generation too, or every later collection walks them
-        # (0.03 s a test before, 0.18 s after: 2 of the suite's 5 minutes on 2 cores)
-        gc.freeze()
+    if len(sys.modules) > modules:  # DeepSpeed, Lightning, transformers: 220,000 objects
+        gc.freeze()  # 0.18 s a collection after them unfrozen, 0.03 s frozen
 
 
 ROOT = Path(__file__).resolve().parent.parent
