@@ -115,8 +115,11 @@ def run_sweep(
         try:
             for child in me.children(recursive=True):
                 swept.seen.setdefault(child.pid, child.create_time())
-                # read again at every poll: a process seen between fork and exec changes it
-                swept.cmdlines[child.pid] = " ".join(child.cmdline())
+                # read again at every poll: a process seen between fork and exec changes it;
+                # a zombie's is empty (a rank killed, not yet reaped): what it ran is kept
+                line = " ".join(child.cmdline())
+                if line or child.pid not in swept.cmdlines:
+                    swept.cmdlines[child.pid] = line
         except psutil.Error:  # a child that ended while it was read
             pass
         if interrupt is not None and not sent and interrupt(swept):
@@ -224,6 +227,18 @@ def test_one_rank_raises(parallel, tmp_path):
     ranks = ok["process"]["rank_affinity"]
     assert ok["pin"] and len(ranks) == 2 and all(len(c) == 1 for c in ranks), ok["process"]
     assert ranks[0] != ranks[1] and ok["process"]["over_ranks"] == "max"
+
+
+def test_a_ranks_own_exception_comes_before_what_its_peer_saw_whichever_printed_first():
+    # rank 0 saw its peer leave and printed first (as in a CI log); rank 1's cause goes first
+    from benches.sweep.launch import _exception_lines
+
+    peer = (
+        "RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] "
+        "Connection closed by peer [127.0.0.1]:29500"
+    )
+    lines = ["[rank0]: Traceback", peer, "RuntimeError: rank 1 gave up", peer, "ValueError: x"]
+    assert _exception_lines(lines) == ["RuntimeError: rank 1 gave up", "ValueError: x", peer]
 
 
 @pytest.mark.slow  # two ranks under torchrun, three cases: ~45 s

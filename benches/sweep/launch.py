@@ -87,15 +87,12 @@ def run_one(
     else:
         error = f"process exited with code {code}"
     lines = _log_lines(log_path)
-    tail = (
-        _root_cause(lines, signals_only=True)
-        or _exception_lines(lines)
-        or _fatal_error(lines)
-        or _root_cause(lines)
-        or [line for line in lines if line]
-    )
-    if tail:
-        error += f": {tail[-1]}"
+    raised = _root_cause(lines, signals_only=True) + _exception_lines(lines)
+    if raised:  # every rank's, its own cause before a peer's hang-up (``_exception_lines``)
+        error = f"{error}: {'; '.join(raised)}"[:1000]
+    else:
+        tail = _fatal_error(lines) or _root_cause(lines) or [line for line in lines if line]
+        error += f": {tail[-1]}" if tail else ""
     return [_failed(spec, error, started, stamp)]
 
 
@@ -205,14 +202,22 @@ def _log_lines(log_path: Path) -> list[str]:
 
 
 def _exception_lines(lines: list[str]) -> list[str]:
-    """The distinct exception lines a case's processes printed, in the order they came."""
-    return list(
-        dict.fromkeys(
-            line
-            for line in lines
-            if EXCEPTION_LINE.match(line) and "ChildFailedError" not in line  # torchrun's own
-        )
+    """The distinct exception lines a case's processes printed, in the order they came, but a
+    peer's hang-up (gloo's "Connection closed by peer", NCCL's remote error) after every other:
+    when one rank raises, the others see only that it left, and either may print first."""
+    raised = dict.fromkeys(
+        line
+        for line in lines
+        if EXCEPTION_LINE.match(line) and "ChildFailedError" not in line  # torchrun's own
     )
+    return sorted(raised, key=lambda line: bool(PEER_GONE.search(line)))  # stable: order kept
+
+
+#: what a rank raises when a peer left (gloo: tcp/pair.cc; NCCL: its remote-error wording)
+PEER_GONE = re.compile(
+    r"Connection closed by peer|Connection reset by peer|remote worker crashing|"
+    r"remote process exited|NCCL communicator was aborted"
+)
 
 
 def _kill(proc: subprocess.Popen) -> None:
