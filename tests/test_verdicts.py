@@ -178,6 +178,64 @@ def test_a_group_without_df_borrows_from_its_settings_at_other_k_and_says_so():
     assert lone.df == 0 and lone.resolution is None
 
 
+def _noisy_pairs(strategy: str, rnd: int, logs) -> dict:
+    """A process of ``strategy`` whose pairs' log ratios are ``logs`` (its plain windows 10 ms)."""
+    plain = np.full(len(logs), 0.01)
+    return {**_row(strategy, 1, 1.0, rnd=rnd), "samples": {
+        "window": (plain * np.exp(logs)).tolist(), "plain_window": plain.tolist()}}  # fmt: skip
+
+
+def test_process_within_is_yuens_standard_error_of_the_trimmed_mean():
+    logs = np.array([0.3, -0.1, 0.0, 0.05, -0.2, 0.1])  # 20% of 6: one cut from each end
+    winsorized = np.array([0.1, -0.1, 0.0, 0.05, -0.1, 0.1])
+    expected = winsorized.var(ddof=1) * 5 / (4 * 3)
+    assert stats.process_within(np.exp(logs), np.ones(6)) == pytest.approx(expected)
+    assert stats.process_within([1.0, 2.0], [1.0, 1.0]) is not None  # no cut below 5 pairs
+    assert stats.process_within([1.0], [1.0]) is None
+
+
+def test_processes_that_agree_by_chance_never_give_an_interval_narrower_than_their_pairs():
+    # each strategy's two processes hold the same noisy pairs in another order: their figures
+    # agree exactly, so the variance between processes is 0, and the pairs' own spread (8% per
+    # pair) is what is left. Without the floor, 0.5% apart would be a certain difference
+    rng = np.random.default_rng(3)
+    pairs = rng.normal(0, 0.08, 6)
+    entries = [
+        _entry([_noisy_pairs(s, r, rng.permutation(pairs) + shift) for r in range(2)])
+        for s, shift in (("native", 0.0), ("twin", 0.005), ("lazy", 0.0))
+    ]
+    (spread,) = noise.noise(entries, 0.02).values()
+    assert spread.between_sd == pytest.approx(0.0, abs=1e-12) and spread.df == 3
+    within = stats.process_within(np.exp(pairs), np.ones(6))
+    assert spread.within == pytest.approx(within) and spread.variance == spread.within
+    result = verdicts.verdicts(entries, 0.02)
+    (twin,) = [c for c in result.comparisons if {c.a, c.b} == {"native", "twin"} and c.timed]
+    assert twin.se == pytest.approx(math.sqrt(within)) and twin.verdict == "unclear"
+    assert result.noise_floor[0].to_json()["within_sd"] == pytest.approx(math.expm1(twin.se))
+
+
+@pytest.mark.slow  # 2,000 simulated sweeps, about 30 s
+def test_twins_with_two_processes_each_are_called_different_in_under_2_percent():
+    """What a 2-core CPU under two ranks shows (--rounds 2 --control none): pairs whose log
+    ratios scatter by 8-30% (Student t, 3 df), 6 pairs per process, no offset of a process;
+    five strategies of 2 processes each: twins s0 and s1, and three 30%, 60% and 90% slower
+    (as the sweep's slow paths are, so that Benjamini-Hochberg does not shield the twins).
+    Twins called lower or higher in 2,000 such sweeps (seeds 0-1999): 83 (4.2%) with the
+    variance between processes alone (df 5), 12 (0.6%) floored at the pairs' own."""
+    called = 0
+    for seed in range(2000):
+        rng = np.random.default_rng(seed)
+        entries = [
+            _entry([_noisy_pairs(f"s{i}", r, shift + 0.05 * rng.standard_t(3, 6)) for r in (0, 1)])
+            for i, shift in enumerate((0.0, 0.0, 0.3, 0.6, 0.9))
+        ]
+        comparisons = verdicts.strategy_comparisons(entries, noise.noise(entries, 0.02), 0.02)
+        verdicts.decide_time(comparisons, 0.02)
+        (twins,) = [c for c in comparisons if (c.a, c.b) == ("s0", "s1") and c.timed]
+        called += twins.verdict in ("lower", "higher")
+    assert called / 2000 < 0.02, called
+
+
 def _planted(truth: dict[str, float], processes: dict[str, int], sd: float, seed: int):
     """Entries of one group: each strategy's processes, each with 8 pairs; a process's log
     overhead is the strategy's true one, plus an offset of the process (SD ``sd``), plus each

@@ -33,7 +33,9 @@ NOISY_SWITCHES_PER_S = 50.0
 NOISE_METHOD = (
     "per group (K, N, precision, grad_sync, recipe, ranks): the variance of one process's log "
     "overhead between processes, pooled over the group's strategies with two or more processes "
-    "(df = processes - strategies); a group without df borrows from the groups with the same "
+    "(df = processes - strategies; between_sd), never below what a process's own pairs show "
+    "(within_sd: Yuen's standard error of its trimmed mean, averaged over the group's "
+    "processes); a group without df borrows from the groups with the same "
     "settings at other K and N (pooled_from). resolution: the half-width of the 95% interval of "
     "two strategies at the group's processes per strategy, never below min_effect"
 )
@@ -91,6 +93,41 @@ def process_figures(entry: Entry) -> dict[str, float]:
     return dict(paired_logs(entry, "window", "plain_window"))
 
 
+def process_withins(entry: Entry) -> list[float]:
+    """Per process, the variance of its figure that its own pairs show
+    (``stats.process_within``)."""
+    out = []
+    for r in entry.rows:
+        if r.samples.get("window") and r.samples.get("plain_window"):
+            x = stats.process_within(r.samples["window"], r.samples["plain_window"])
+            if x is not None:
+                out.append(x)
+    return out
+
+
+def group_within(entries: list[Entry]) -> float | None:
+    """The variance of one process's figure that its own pairs show, averaged over the
+    processes of ``entries`` (the floor of a variance between them: ``stats.floored``)."""
+    withins = [x for e in entries for x in process_withins(e)]
+    return statistics.fmean(withins) if withins else None
+
+
+def paired_within(ea: Entry, eb: Entry, shared: list[str]) -> float | None:
+    """What one shared process's difference of two figures shows inside it: the variance of
+    the trimmed mean of a's windows over b's, round by round (a rotated process runs every
+    loop once a round, against one plain window), averaged over ``shared``."""
+    rows_a = {process_of(r): r for r in ea.rows}
+    rows_b = {process_of(r): r for r in eb.rows}
+    withins = []
+    for p in shared:
+        a, b = rows_a[p].samples.get("window"), rows_b[p].samples.get("window")
+        if a and b and len(a) == len(b):
+            x = stats.process_within(a, b)
+            if x is not None:
+                withins.append(x)
+    return statistics.fmean(withins) if withins else None
+
+
 def paired_logs(entry: Entry, mine: str, other: str) -> list[tuple[str, float]]:
     """Per process that has them, its process and the log of its ``mine`` samples over their
     ``other`` pairs (``stats.process_log``)."""
@@ -122,14 +159,16 @@ def noise(
     logs = {g: [process_logs(e) for e in here] for g, here in by_group.items()}
     out = {}
     for g, here in by_group.items():
-        variance, df = stats.pooled_variance(logs[g])
+        pooled, df = stats.pooled_variance(logs[g])
         pooled_from: list[list[int]] = []
         if not df:
             others = [o for o in by_group if o[2:] == g[2:] and o != g]
-            variance, df = stats.pooled_variance([x for o in others for x in logs[o]])
+            pooled, df = stats.pooled_variance([x for o in others for x in logs[o]])
             pooled_from = [
                 [o[0], o[1]] for o in sorted(others) if stats.pooled_variance(logs[o])[1]
             ]
+        within = group_within(here)
+        variance = stats.floored(pooled, within)
         counts = [len(x) for x in logs[g] if x]
         processes = statistics.median(counts) if counts else 0
         reference = machines.control_of(here, control)
@@ -150,6 +189,9 @@ def noise(
             processes_per_strategy=processes,
             sd=math.expm1(math.sqrt(variance)) if variance is not None else None,
             df=df,
+            between_sd=math.expm1(math.sqrt(pooled)) if pooled is not None else None,
+            within_sd=math.expm1(math.sqrt(within)) if within is not None else None,
+            within=within,
             pooled_from=pooled_from,
             measured=df > 0,
             resolution=resolution,

@@ -277,6 +277,29 @@ def process_log(numerator: Sequence[float], denominator: Sequence[float]) -> flo
     return float(sps.trim_mean(ratios, TRIM)) if ratios.size else None
 
 
+def process_within(numerator: Sequence[float], denominator: Sequence[float]) -> float | None:
+    """The variance of one process's figure (``process_log``) that its own pairs show: Yuen's
+    squared standard error of a trimmed mean, the winsorized variance of the log ratios times
+    (n - 1) / (h (h - 1)), h the pairs the trim keeps; None below 2 kept pairs."""
+    x = np.sort(log_ratios(numerator, denominator))
+    cut = int(TRIM * x.size)  # as scipy's trim_mean cuts
+    kept = x.size - 2 * cut
+    if kept < 2:
+        return None
+    winsorized = np.clip(x, x[cut], x[x.size - cut - 1])
+    return float(winsorized.var(ddof=1)) * (x.size - 1) / (kept * (kept - 1))
+
+
+def floored(variance: float | None, within: float | None) -> float | None:
+    """A variance between processes, never below what the processes' own pairs show
+    (``within``: a process's figure varies from one process to the next at least as much as
+    its pairs let it; with few processes the between-process estimate falls below that by
+    chance, and an interval from it would be narrower than the pairs allow)."""
+    if variance is None or within is None:
+        return variance
+    return max(variance, within)
+
+
 def pooled_variance(groups: Sequence[Sequence[float]]) -> tuple[float | None, int]:
     """The variance of one process's figure between processes of one and the same thing,
     pooled over the groups that have two or more: (variance, degrees of freedom); (None, 0)
@@ -299,14 +322,17 @@ def contrast(
     variance: float | None,
     df: int,
     confidence: float = CONFIDENCE,
+    within: float | None = None,
 ) -> dict[str, Any]:
     """mean(a) - mean(b) of per-process log figures (b None: mean(a) against 0), with one
     interval that carries every variance component between the two sides: each process's
     figure holds its pairs' uncertainty and the process's own offset, so the variance of
     process figures is both. Each side's own variance when both sides have
     ``OWN_VARIANCE_PROCESSES`` processes (Welch-Satterthwaite df); otherwise ``variance``, the
-    group's pooled one, with its ``df`` (the pooled two-sample t). Student-t quantiles and
-    p-values from scipy.stats. The 90% interval is the one two one-sided tests use (same)."""
+    group's pooled one, with its ``df`` (the pooled two-sample t). Either variance is
+    ``floored`` at ``within``, the variance of one process's figure that its own pairs show
+    (df unchanged). Student-t quantiles and p-values from scipy.stats. The 90% interval is the
+    one two one-sided tests use (same)."""
     xa = np.asarray(list(a), dtype=float)
     xb = np.asarray(list(b), dtype=float) if b is not None else None
     out: dict[str, Any] = {"processes": [int(xa.size), int(xb.size) if xb is not None else 0]}
@@ -315,16 +341,16 @@ def contrast(
     estimate = float(xa.mean() - (xb.mean() if xb is not None else 0.0))
     own = xa.size >= OWN_VARIANCE_PROCESSES and (xb is None or xb.size >= OWN_VARIANCE_PROCESSES)
     if own:
-        parts = [(float(xa.var(ddof=1)) / xa.size, xa.size - 1)]
+        parts = [(floored(float(xa.var(ddof=1)), within) / xa.size, xa.size - 1)]
         if xb is not None:
-            parts.append((float(xb.var(ddof=1)) / xb.size, xb.size - 1))
+            parts.append((floored(float(xb.var(ddof=1)), within) / xb.size, xb.size - 1))
         se2 = sum(v for v, _ in parts)
         dof = (
             se2**2 / sum(v**2 / d for v, d in parts) if se2 > 0 else float(sum(d for _, d in parts))
         )
         how = "each side's own variance between its processes, Welch-Satterthwaite df"
     elif variance is not None and df > 0:
-        se2 = variance * (1 / xa.size + (1 / xb.size if xb is not None else 0.0))
+        se2 = floored(variance, within) * (1 / xa.size + (1 / xb.size if xb is not None else 0.0))
         dof = float(df)
         how = "the group's between-process variance, pooled over its strategies, with its df"
     else:
@@ -346,16 +372,19 @@ PAIRED_METHOD = (
 )
 
 
-def paired_contrast(differences: Sequence[float], confidence: float = CONFIDENCE) -> dict:
+def paired_contrast(
+    differences: Sequence[float], confidence: float = CONFIDENCE, within: float | None = None
+) -> dict:
     """mean(a - b) of two strategies' log figures measured in the same processes: whatever a
     process does to both of its replicas alike drops out of each difference, and what is left
-    varies between processes as it may (a t interval of the differences, df = n - 1)."""
+    varies between processes as it may (a t interval of the differences, df = n - 1; their
+    variance ``floored`` at ``within``, what one process's difference shows inside it)."""
     d = np.asarray(list(differences), dtype=float)
     out: dict[str, Any] = {"processes": [int(d.size), int(d.size)], "paired": True}
     if d.size < 2:
         return {**out, "log": None, "ratio": None, "ci_low": None, "ci_high": None, "p": None}
     estimate = float(d.mean())
-    se2 = float(d.var(ddof=1)) / d.size
+    se2 = floored(float(d.var(ddof=1)), within) / d.size
     return {**out, **interval(estimate, se2, d.size - 1, confidence), "method": PAIRED_METHOD}
 
 

@@ -34,6 +34,7 @@ from reports.judge.noise import (
     noisy_case,
     paired_logs,
     paired_resolution,
+    paired_within,
     process_figures,
 )
 from reports.judge.rows import LOOP_SAMPLES, spell
@@ -54,7 +55,8 @@ METRICS = ("window", "peak_memory", "held_memory")
 DEFAULT_MIN_EFFECT = 0.02
 RULE = (
     "time: a Student-t interval of per-process figures (each side's own variance with 4+ "
-    "processes, Welch df; else the group's pooled variance); higher/lower: Benjamini-Hochberg "
+    "processes, Welch df; else the group's pooled variance; never below what a process's own "
+    "pairs show); higher/lower: Benjamini-Hochberg "
     "q < 0.05 over the sweep's time comparisons and the estimate beyond min_effect; same: the "
     "90% interval inside 1 +- min_effect (two one-sided tests); otherwise unclear. memory: "
     "exact, beyond max(min_effect, memory floor) of the larger is lower/higher, else same"
@@ -160,10 +162,12 @@ def compare_time(ea, eb, spread: GroupNoise | None, across: bool = False) -> dic
     fa, fb = process_figures(ea), process_figures(eb)
     shared = [p for p in fa if p in fb]
     if len(shared) >= stats.OWN_VARIANCE_PROCESSES:  # measured side by side: paired
-        c = stats.paired_contrast([fa[p] - fb[p] for p in shared])
+        within = paired_within(ea, eb, shared)
+        c = stats.paired_contrast([fa[p] - fb[p] for p in shared], within=within)
     else:
         variance, df = (spread.variance, spread.df) if spread else (None, 0)
-        c = stats.contrast(list(fa.values()), list(fb.values()), variance, df)
+        within = spread.within if spread else None
+        c = stats.contrast(list(fa.values()), list(fb.values()), variance, df, within=within)
     return across_machines(c, fa, fb, machines.process_machines([ea, eb]), spread) if across else c
 
 

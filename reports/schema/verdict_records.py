@@ -208,6 +208,12 @@ class GroupNoise(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     # half-width, noise.paired_resolution)
     resolution_from: str | None = None
     variance: float | None = None  # of one process's log figure (not in the file: sd holds it)
+    # sd is the larger of these two (stats.floored): the SD between processes as measured, and
+    # what one process's own pairs show (Yuen's standard error of its trimmed mean, averaged
+    # over the group's processes); absent in files older than the floor
+    between_sd: float | None = None
+    within_sd: float | None = None
+    within: float | None = None  # log-scale variance (not in the file: within_sd holds it)
     # between machines (machines.between_machines), in the file only where the group's
     # processes ran on more than one machine (absent: one machine, as every older file)
     machines: int = 1  # the machines the group's processes ran on (machines.machine_of)
@@ -220,7 +226,7 @@ class GroupNoise(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     machine_measured: bool = False
     machine_variance: float | None = None  # log scale (not in the file: machine_sd holds it)
 
-    HIDDEN: ClassVar[tuple[str, ...]] = ("variance", "machine_variance")
+    HIDDEN: ClassVar[tuple[str, ...]] = ("variance", "machine_variance", "within")
     MACHINE: ClassVar[tuple[str, ...]] = (
         "machines",
         "machine_from",
@@ -241,7 +247,8 @@ class GroupNoise(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
         noise = convert(cls, data, what)
         variance = math.log1p(noise.sd) ** 2 if noise.sd is not None else None
         machine = math.log1p(noise.machine_sd) ** 2 if noise.machine_sd is not None else None
-        return structs.replace(noise, variance=variance, machine_variance=machine)
+        within = math.log1p(noise.within_sd) ** 2 if noise.within_sd is not None else None
+        return structs.replace(noise, variance=variance, machine_variance=machine, within=within)
 
 
 class CaseOverhead(Struct, frozen=True, forbid_unknown_fields=True):
