@@ -9,7 +9,10 @@ or its options do (``faulty:fault=abort:rank=1:at=2``: several faults in one swe
   ``hang`` (sleeps for an hour); unset: no fault;
 - ``ZEROGRAD_FAULT_RANK``: only this rank faults (``RANK`` under torchrun, 0 without); unset:
   every rank;
-- ``ZEROGRAD_FAULT_AT``: the reset (or backward) that faults, counted from 1 (default 1).
+- ``ZEROGRAD_FAULT_AT``: the reset (or backward) that faults, counted from 1 (default 1);
+- ``ZEROGRAD_HOLD``: seconds a cluster's case process (``ZEROGRAD_NODE_ID`` set) waits when it
+  loads this plugin, before its device or workload can fail: processes dispatched together
+  then run at once, whatever a busy machine does to their starts.
 """
 
 from __future__ import annotations
@@ -23,6 +26,9 @@ import torch
 
 import strategies
 from strategies.block import BlockStrategy
+
+if os.environ.get("ZEROGRAD_NODE_ID"):
+    time.sleep(float(os.environ.get("ZEROGRAD_HOLD") or 0))
 
 KINDS = ("raise", "oom-reset", "oom-backward", "sigkill", "abort", "segfault", "hang")
 

@@ -475,7 +475,10 @@ def gpu_nodes(out: Path) -> dict[str, Any]:
     """Two nodes of 16 CPUs and 8 fake GPUs each, driven from a login node (``LOGIN_NODE``: 64
     cores, no GPU, another torch label): per world size (1, 4) and device (cuda, auto), a sweep
     whose plan (run.json's cluster: slots per node) and processes (each its own GPUs,
-    ``CUDA_VISIBLE_DEVICES``) it reports; the cases fail (no CUDA here) but say where they ran."""
+    ``CUDA_VISIBLE_DEVICES``) it reports; the cases fail (no CUDA here) but say where they ran,
+    each held 8 s first (``tests.fault_plugin``'s hold: a failure takes ~2 s, and starts on a
+    busy machine can be further apart, so that processes planned together may not overlap)."""
+    os.environ["ZEROGRAD_HOLD"] = "8"  # the nodes' workers inherit it
     cluster, workers = start(out, nodes=2, num_cpus=16, num_gpus=8)
     seen: dict[str, Any] = {"nodes": [w.node_id for w in workers]}
     try:
@@ -485,7 +488,7 @@ def gpu_nodes(out: Path) -> dict[str, Any]:
                 proc = sweep(
                     run, cluster.address, "--device", device, "--world-size", ranks,
                     "--strategies", "native,lazy,global,block", "--control", "none",
-                    "--repeat", "2",
+                    "--repeat", "2", "--plugin", "tests.fault_plugin",
                     driver=LOGIN_NODE, base=NODES_DECIDE,
                 )  # fmt: skip
                 made = json.loads((run / "run.json").read_text()) if proc.returncode != 2 else {}

@@ -242,6 +242,24 @@ def test_each_rank_picks_its_own_local_device(monkeypatch):
     assert distributed.local_device("cuda") == torch.device("cuda", 0)
 
 
+def test_a_rank_without_its_gpu_is_one_line_naming_what_it_sees(monkeypatch):
+    import torch
+
+    from benches.engine import distributed
+
+    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("LOCAL_RANK", "3")
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5")
+    line = distributed.gpu_missing(torch.device("cuda", 3), 2)
+    assert line and "\n" not in line
+    assert "rank 3 of 4 needs GPU 3" in line and "sees 2 (CUDA_VISIBLE_DEVICES=4,5)" in line
+    assert distributed.gpu_missing(torch.device("cuda", 1), 2) is None
+    if not torch.cuda.is_available():  # a CPU build: init says so before torch's AttributeError
+        with pytest.raises(ValueError, match="sees 0"):
+            distributed.init(torch.device("cuda", 3))
+
+
 @pytest.mark.cuda
 def test_ddp_on_cuda_names_the_ranks_own_device():
     import torch

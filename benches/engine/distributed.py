@@ -47,10 +47,27 @@ def local_device(device: str) -> torch.device:
     return torch.device("cuda", ranks()[1]) if kind == "cuda" else torch.device(kind)
 
 
+def gpu_missing(device: torch.device, visible: int) -> str | None:
+    """The one line of a rank whose GPU (``cuda:LOCAL_RANK``) this process cannot see (a node
+    with fewer GPUs than ranks, a CPU build of torch, a scheduler that gave fewer), or None."""
+    if device.index is None or device.index < visible:
+        return None
+    rank, local, world = ranks()
+    shown = os.environ.get("CUDA_VISIBLE_DEVICES", "unset")
+    return (
+        f"rank {rank} of {world} needs GPU {local} of its node (its local rank), and this "
+        f"process sees {visible} (CUDA_VISIBLE_DEVICES={shown}); valid: --world-size up to "
+        "the GPUs a process is given, or --device cpu"
+    )
+
+
 def init(device: torch.device) -> None:
     import torch.distributed as dist
 
     if device.type == "cuda":
+        missing = gpu_missing(device, torch.cuda.device_count())
+        if missing:
+            raise ValueError(missing)
         torch.cuda.set_device(device)  # rank r on its own GPU
     dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
 
