@@ -458,13 +458,15 @@ def no_shared_files(out: Path) -> dict[str, Any]:
 
 def fake_gpus(out: Path) -> dict[str, Any]:
     """One node with two fake GPUs: two processes at once, each on a GPU of its own (Ray's
-    CUDA_VISIBLE_DEVICES); the cases fail (no CUDA here) but say where they ran."""
+    CUDA_VISIBLE_DEVICES); the cases fail (no CUDA here) but say where they ran, each held
+    first so that the two overlap (as in ``gpu_nodes``)."""
+    os.environ["ZEROGRAD_HOLD"] = "8"  # the node's workers inherit it
     cluster, _ = start(out, nodes=1, num_gpus=2, num_cpus=2)
     try:
         run = out / "run"
         proc = sweep(
             run, cluster.address, "--device", "cuda", "--strategies", "native,lazy",
-            "--control", "none", "--repeat", "2", "--no-pin",
+            "--control", "none", "--repeat", "2", "--no-pin", "--plugin", "tests.fault_plugin",
         )  # fmt: skip
         return summary(run, proc)
     finally:

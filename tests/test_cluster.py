@@ -147,6 +147,8 @@ def test_two_processes_at_once_on_a_node_get_a_gpu_each(tmp_path):
     seen = in_namespace("fake_gpus", tmp_path)
     rows = seen["rows"]
     assert len(rows) == 2
+    a, b = (r["placement"] for r in rows)
+    assert a["started"] < b["ended"] and b["started"] < a["ended"]  # at once
     assert sorted(r["placement"]["visible_devices"] for r in rows) == ["0", "1"]
 
 
