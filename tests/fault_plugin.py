@@ -25,10 +25,11 @@ import time
 import torch
 
 import strategies
+from benches.engine import envinfo
 from strategies.block import BlockStrategy
 
-if os.environ.get("ZEROGRAD_NODE_ID"):
-    time.sleep(float(os.environ.get("ZEROGRAD_HOLD") or 0))
+if os.environ.get("ZEROGRAD_HOLD") and os.environ.get(envinfo.NODE_ID):
+    time.sleep(float(os.environ["ZEROGRAD_HOLD"]))
 
 KINDS = ("raise", "oom-reset", "oom-backward", "sigkill", "abort", "segfault", "hang")
 

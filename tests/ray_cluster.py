@@ -456,17 +456,25 @@ def no_shared_files(out: Path) -> dict[str, Any]:
         stop(cluster)
 
 
+def hold_cases(seconds: int = 8) -> list[str]:
+    """The sweep's arguments that hold each case process ``seconds`` before its device or
+    workload can fail (``tests.fault_plugin``'s ``ZEROGRAD_HOLD``, which the nodes' workers
+    inherit: call it before ``start``), so that processes dispatched together overlap."""
+    os.environ["ZEROGRAD_HOLD"] = str(seconds)
+    return ["--plugin", "tests.fault_plugin"]
+
+
 def fake_gpus(out: Path) -> dict[str, Any]:
     """One node with two fake GPUs: two processes at once, each on a GPU of its own (Ray's
     CUDA_VISIBLE_DEVICES); the cases fail (no CUDA here) but say where they ran, each held
-    first so that the two overlap (as in ``gpu_nodes``)."""
-    os.environ["ZEROGRAD_HOLD"] = "8"  # the node's workers inherit it
+    first (``hold_cases``)."""
+    held = hold_cases()
     cluster, _ = start(out, nodes=1, num_gpus=2, num_cpus=2)
     try:
         run = out / "run"
         proc = sweep(
             run, cluster.address, "--device", "cuda", "--strategies", "native,lazy",
-            "--control", "none", "--repeat", "2", "--no-pin", "--plugin", "tests.fault_plugin",
+            "--control", "none", "--repeat", "2", "--no-pin", *held,
         )  # fmt: skip
         return summary(run, proc)
     finally:
@@ -478,9 +486,9 @@ def gpu_nodes(out: Path) -> dict[str, Any]:
     cores, no GPU, another torch label): per world size (1, 4) and device (cuda, auto), a sweep
     whose plan (run.json's cluster: slots per node) and processes (each its own GPUs,
     ``CUDA_VISIBLE_DEVICES``) it reports; the cases fail (no CUDA here) but say where they ran,
-    each held 8 s first (``tests.fault_plugin``'s hold: a failure takes ~2 s, and starts on a
-    busy machine can be further apart, so that processes planned together may not overlap)."""
-    os.environ["ZEROGRAD_HOLD"] = "8"  # the nodes' workers inherit it
+    each held first (``hold_cases``: a failure takes ~2 s, and starts on a busy machine can be
+    further apart)."""
+    held = hold_cases()
     cluster, workers = start(out, nodes=2, num_cpus=16, num_gpus=8)
     seen: dict[str, Any] = {"nodes": [w.node_id for w in workers]}
     try:
@@ -490,7 +498,7 @@ def gpu_nodes(out: Path) -> dict[str, Any]:
                 proc = sweep(
                     run, cluster.address, "--device", device, "--world-size", ranks,
                     "--strategies", "native,lazy,global,block", "--control", "none",
-                    "--repeat", "2", "--plugin", "tests.fault_plugin",
+                    "--repeat", "2", *held,
                     driver=LOGIN_NODE, base=NODES_DECIDE,
                 )  # fmt: skip
                 made = json.loads((run / "run.json").read_text()) if proc.returncode != 2 else {}

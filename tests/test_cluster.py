@@ -24,6 +24,11 @@ def ok_rows(result: dict) -> list[dict]:
     return [r for r in result["rows"] if r["status"] == "ok"]
 
 
+def overlapped(a: dict, b: dict) -> bool:
+    """Two rows' placements whose processes ran at the same time."""
+    return a["started"] < b["ended"] and b["started"] < a["ended"]
+
+
 def no_duplicates(rows: list[dict]) -> None:
     counts = Counter((r["case_id"], r["round"]) for r in rows if r["status"] == "ok")
     assert [k for k, n in counts.items() if n > 1] == []
@@ -122,7 +127,7 @@ def test_a_cluster_started_with_ray_start_runs_a_sweep_given_its_address(tmp_pat
     assert {r["placement"]["attempt"] for r in rows} == {1}
     # two at once on the node, each pinned to cores of its own
     (a, b) = (r["placement"] for r in rows)
-    assert a["started"] < b["ended"] and b["started"] < a["ended"]
+    assert overlapped(a, b)
     assert set(a["cores"]).isdisjoint(b["cores"])
     assert seen["left"] == []  # the head, stopped by its handle, took its processes with it
 
@@ -147,8 +152,7 @@ def test_two_processes_at_once_on_a_node_get_a_gpu_each(tmp_path):
     seen = in_namespace("fake_gpus", tmp_path)
     rows = seen["rows"]
     assert len(rows) == 2
-    a, b = (r["placement"] for r in rows)
-    assert a["started"] < b["ended"] and b["started"] < a["ended"]  # at once
+    assert overlapped(*(r["placement"] for r in rows))
     assert sorted(r["placement"]["visible_devices"] for r in rows) == ["0", "1"]
 
 
@@ -184,9 +188,7 @@ def test_gpu_nodes_driven_from_a_login_node_run_a_process_per_gpu_set(tmp_path):
             for i, a in enumerate(rows):
                 for j in range(i + 1, len(rows)):
                     pa, pb = a["placement"], rows[j]["placement"]
-                    if pa["node_id"] == pb["node_id"] and (
-                        pa["started"] < pb["ended"] and pb["started"] < pa["ended"]
-                    ):
+                    if pa["node_id"] == pb["node_id"] and overlapped(pa, pb):
                         together += 1
                         assert held[i].isdisjoint(held[j]), (held[i], held[j])
             assert together, "no two processes ran at once on a node"

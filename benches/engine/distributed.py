@@ -52,10 +52,10 @@ def gpu_missing(device: torch.device, visible: int) -> str | None:
     with fewer GPUs than ranks, a CPU build of torch, a scheduler that gave fewer), or None."""
     if device.index is None or device.index < visible:
         return None
-    rank, local, world = ranks()
+    rank, _, world = ranks()
     shown = os.environ.get("CUDA_VISIBLE_DEVICES", "unset")
     return (
-        f"rank {rank} of {world} needs GPU {local} of its node (its local rank), and this "
+        f"rank {rank} of {world} needs GPU {device.index} of its node (its local rank), and this "
         f"process sees {visible} (CUDA_VISIBLE_DEVICES={shown}); valid: --world-size up to "
         "the GPUs a process is given, or --device cpu"
     )
