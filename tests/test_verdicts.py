@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -437,3 +438,127 @@ def test_median_ci_is_the_order_statistic_interval_of_its_definition(n):
             break
         best = j
     assert stats.median_ci(xs) == (xs[best - 1], xs[n - best])
+
+
+# -- issue 49: alpha spent over the looks taken, each side's own floor, same under control --------
+def test_alpha_is_spent_over_the_looks_a_sweep_took():
+    """Lan-DeMets, Pocock type: the interim looks' levels and the final one's add up to alpha
+    whatever look the sweep stopped at; a sweep that looked once tests at alpha itself."""
+    assert stats.final_alpha(1, 6) == pytest.approx(stats.ALPHA)
+    for taken in range(1, 7):
+        interim = sum(stats.look_alpha(i, 6) for i in range(1, taken))
+        assert interim + stats.final_alpha(taken, 6) == pytest.approx(stats.ALPHA)
+    steps = [stats.look_alpha(i, 6) for i in range(1, 7)]
+    assert all(a > b > 0 for a, b in itertools.pairwise(steps))  # more spent early
+    assert stats.final_alpha(6, 6) == pytest.approx(steps[-1])
+    assert stats.look_alpha(1, 6) > stats.ALPHA / 6  # more than Bonferroni's share at look 1
+    entries = [_entry([_row(s, 1, 1.0), _row(s, 1, 1.0, rnd=1)]) for s in ("a", "b")]
+    once = verdicts.verdicts(entries, 0.02, 6, taken=1).error_control
+    assert (once.looks, once.looks_taken, once.alpha_per_look) == (6, 1, pytest.approx(0.05))
+    interim = verdicts.verdicts(entries, 0.02, 6, taken=2, final=False).error_control
+    assert interim.alpha_per_look == pytest.approx(stats.look_alpha(2, 6))
+
+
+def _noisy_rows(strategy: str, processes: int, pair_sd: float, seed: int, offset=0.0) -> list:
+    rng = np.random.default_rng(seed)
+    rows = []
+    for r in range(processes):
+        plain = 0.01 * np.exp(rng.normal(0, 0.002, 16))
+        window = plain * np.exp(offset + rng.normal(0, pair_sd, 16))
+        rows.append({**_row(strategy, 1, 1.0, rnd=r), "samples": {
+            "window": window.tolist(), "plain_window": plain.tolist()}})  # fmt: skip
+    return rows
+
+
+def test_a_quiet_pair_of_strategies_is_not_judged_by_a_noisy_thirds_pairs():
+    """The H200 sample: global's one process (its reset varying 55-88 ms) raised every fp32
+    comparison's SD 7.5x under a group-wide floor. Each side is floored at its own processes'
+    pairs: adding a noisy third leaves a quiet pair's interval as it was."""
+    quiet = [
+        _entry(_noisy_rows("native", 3, 0.001, 1)),
+        _entry(_noisy_rows("lazy", 1, 0.001, 2)),
+    ]
+    noisy = _entry(_noisy_rows("global", 1, 0.3, 3, offset=0.2))
+
+    def lazy_vs_native(entries):
+        result = verdicts.verdicts(entries, 0.02)
+        return verdicts.lookup(result, "lazy", "native", 1, 0, "window")
+
+    alone, beside = lazy_vs_native(quiet), lazy_vs_native([*quiet, noisy])
+    assert beside.se == pytest.approx(alone.se)
+    assert beside.verdict == alone.verdict == "same"
+    # the noisy side's own comparison carries its own floor: far wider
+    result = verdicts.verdicts([*quiet, noisy], 0.02)
+    assert verdicts.lookup(result, "global", "native", 1, 0, "window").se > 20 * alone.se
+
+
+def test_same_is_adjusted_over_the_sweep_as_lower_and_higher_are():
+    """One comparison whose 90% interval lies inside the margin (its own two one-sided tests at
+    p 0.04) among nine that cannot tell: alone it is same; in the sweep's family its q is not
+    below alpha, so it is unclear (the old rule called it same whatever the family)."""
+    margin = math.log1p(0.02)
+
+    def comparison(se):
+        c = Comparison("a", "b", 1, 0, {}, "window")
+        return c.measured(stats.interval(0.0, se**2, 30.0))
+
+    # se such that the two one-sided tests give p = 0.04 at df 30
+    se = margin / float(stats.sps.t.ppf(0.96, 30))
+    alone = [comparison(se)]
+    verdicts.decide_time(alone, 0.02)
+    assert alone[0].p_same == pytest.approx(0.04, rel=1e-3) and alone[0].verdict == "same"
+    family = [comparison(se), *(comparison(margin) for _ in range(9))]
+    verdicts.decide_time(family, 0.02)
+    # Benjamini-Hochberg: min(10 x 0.04, the next q) = the others' p_same (0.163 at 1 SE)
+    assert family[0].q == pytest.approx(family[1].p_same) and family[0].verdict == "unclear"
+
+
+def _nested(truth: dict[str, float], processes: dict[str, int], seed: int):
+    """``_planted``'s entries (2% SD between processes, 1% per pair), each strategy's processes
+    from a stream of its own: a look with more processes holds the earlier ones, as a sweep's
+    rows do."""
+    entries = []
+    for i, (strategy, log_true) in enumerate(truth.items()):
+        rng = np.random.default_rng([seed, i])
+        rows = []
+        for r in range(processes[strategy]):
+            offset = rng.normal(0, 0.02)
+            plain = 0.01 * np.exp(rng.normal(0, 0.01, 8))
+            window = plain * np.exp(log_true + offset + rng.normal(0, 0.01, 8))
+            rows.append({**_row(strategy, 1, 1.0, rnd=r), "samples": {
+                "window": window.tolist(), "plain_window": plain.tolist()}})  # fmt: skip
+        entries.append(_entry(rows))
+    return entries
+
+
+@pytest.mark.slow  # 300 simulated sequential sweeps
+def test_twins_are_never_called_different_over_the_looks_of_a_budgeted_sweep():
+    """300 simulated sweeps as the budget spends them: 1 process per strategy and the control's
+    3 first, then 1, 2, 4, 8, 16 more for the strategies with a comparison still unclear, each
+    look at its own alpha, the report at what the looks left. Three twin pairs (2% SD between
+    processes, 1% per pair) and a 5% slower strategy: a twin is lower/higher in at most 1% of
+    its comparisons (measured: the assertion's message), the slower one is found."""
+    truth = {"native": 0.0, "twin": 0.0, "lazy": 0.0, "lazy_twin": 0.0, "slow": math.log(1.05)}
+    false = total = found = 0
+    for seed in range(300):
+        counts = {name: 3 if name == "native" else 1 for name in truth}
+        taken = 1
+        while True:
+            entries = _nested(truth, counts, seed)
+            final = taken == 6
+            result = verdicts.verdicts(entries, 0.02, 6, taken=taken, final=final)
+            unclear = {s for c in result.comparisons if c.timed and c.verdict == "unclear"
+                       for s in (c.a, c.b)}  # fmt: skip
+            if final or not unclear:
+                if not final:
+                    result = verdicts.verdicts(entries, 0.02, 6, taken=taken)
+                break
+            for name in unclear:
+                counts[name] += 2 ** (taken - 1)
+            taken += 1
+        for a, b in (("native", "twin"), ("lazy", "lazy_twin"), ("native", "lazy")):
+            total += 1
+            false += verdicts.lookup(result, a, b, 1, 0, "window").verdict in ("lower", "higher")
+        found += verdicts.lookup(result, "slow", "native", 1, 0, "window").verdict == "higher"
+    assert false / total <= 0.01, f"twins called different in {false} of {total}"
+    assert found / 300 >= 0.9, f"the 5% slower one found in {found} of 300"

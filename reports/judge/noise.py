@@ -33,11 +33,12 @@ NOISY_SWITCHES_PER_S = 50.0
 NOISE_METHOD = (
     "per group (K, N, precision, grad_sync, recipe, ranks): the variance of one process's log "
     "overhead between processes, pooled over the group's strategies with two or more processes "
-    "(df = processes - strategies; between_sd), never below what a process's own pairs show "
-    "(within_sd: Yuen's standard error of its trimmed mean, averaged over the group's "
-    "processes); a group without df borrows from the groups with the same "
-    "settings at other K and N (pooled_from). resolution: the half-width of the 95% interval of "
-    "two strategies at the group's processes per strategy, never below min_effect"
+    "(df = processes - strategies; between_sd); a comparison floors each side at what its own "
+    "processes' pairs show (Yuen's standard error of a trimmed mean, averaged over that side's "
+    "processes; within_sd: the group's average, which floors sd); a group without df borrows "
+    "from the groups with the same settings at other K and N (pooled_from). resolution: the "
+    "half-width of the 95% interval of two strategies at the group's processes per strategy, "
+    "never below min_effect"
 )
 
 MACHINE_METHOD = (
@@ -103,6 +104,13 @@ def process_withins(entry: Entry) -> list[float]:
             if x is not None:
                 out.append(x)
     return out
+
+
+def side_within(entry: Entry) -> float | None:
+    """What one process of ``entry`` shows of its figure's variance inside it, averaged over
+    its processes: the floor of its side of a comparison (``stats.contrast``)."""
+    withins = process_withins(entry)
+    return statistics.fmean(withins) if withins else None
 
 
 def group_within(entries: list[Entry]) -> float | None:
@@ -192,6 +200,7 @@ def noise(
             between_sd=math.expm1(math.sqrt(pooled)) if pooled is not None else None,
             within_sd=math.expm1(math.sqrt(within)) if within is not None else None,
             within=within,
+            between=pooled,
             pooled_from=pooled_from,
             measured=df > 0,
             resolution=resolution,

@@ -323,16 +323,18 @@ def contrast(
     df: int,
     confidence: float = CONFIDENCE,
     within: float | None = None,
+    within_b: float | None = None,
 ) -> dict[str, Any]:
     """mean(a) - mean(b) of per-process log figures (b None: mean(a) against 0), with one
     interval that carries every variance component between the two sides: each process's
     figure holds its pairs' uncertainty and the process's own offset, so the variance of
     process figures is both. Each side's own variance when both sides have
     ``OWN_VARIANCE_PROCESSES`` processes (Welch-Satterthwaite df); otherwise ``variance``, the
-    group's pooled one, with its ``df`` (the pooled two-sample t). Either variance is
-    ``floored`` at ``within``, the variance of one process's figure that its own pairs show
-    (df unchanged). Student-t quantiles and p-values from scipy.stats. The 90% interval is the
-    one two one-sided tests use (same)."""
+    group's pooled one, with its ``df`` (the pooled two-sample t). Each side's share is
+    ``floored`` at its own side's ``within`` (b's: ``within_b``), the variance of one of its
+    processes' figure that its own pairs show (df unchanged): a quiet pair of strategies is
+    never judged by a noisy third's pairs. Student-t quantiles and p-values from scipy.stats.
+    The 90% interval is the one two one-sided tests use (same)."""
     xa = np.asarray(list(a), dtype=float)
     xb = np.asarray(list(b), dtype=float) if b is not None else None
     out: dict[str, Any] = {"processes": [int(xa.size), int(xb.size) if xb is not None else 0]}
@@ -343,14 +345,15 @@ def contrast(
     if own:
         parts = [(floored(float(xa.var(ddof=1)), within) / xa.size, xa.size - 1)]
         if xb is not None:
-            parts.append((floored(float(xb.var(ddof=1)), within) / xb.size, xb.size - 1))
+            parts.append((floored(float(xb.var(ddof=1)), within_b) / xb.size, xb.size - 1))
         se2 = sum(v for v, _ in parts)
         dof = (
             se2**2 / sum(v**2 / d for v, d in parts) if se2 > 0 else float(sum(d for _, d in parts))
         )
         how = "each side's own variance between its processes, Welch-Satterthwaite df"
     elif variance is not None and df > 0:
-        se2 = floored(variance, within) * (1 / xa.size + (1 / xb.size if xb is not None else 0.0))
+        se2 = floored(variance, within) / xa.size
+        se2 += floored(variance, within_b) / xb.size if xb is not None else 0.0
         dof = float(df)
         how = "the group's between-process variance, pooled over its strategies, with its df"
     else:
@@ -475,6 +478,50 @@ def widened(
         **interval(c["log"], se2, dof, c.get("confidence") or CONFIDENCE),
         "method": f"{c['method']}; plus {level} (its df {df})",
     }
+
+
+# -- looks: a sweep that adds rounds until decided tests its data more than once -------------------
+SPENDING = (
+    "Lan-DeMets alpha spending, Pocock type: by look i of at most M a sweep has spent "
+    "alpha ln(1 + (e - 1) i / M); an interim look tests at what that adds, the final one at all "
+    "that the looks actually taken left (Bonferroni over looks)"
+)
+
+
+def spent(look: int, looks: int, alpha: float = ALPHA) -> float:
+    """The alpha spent by the end of look ``look`` of at most ``looks`` (Lan & DeMets 1983,
+    Pocock-type spending function alpha ln(1 + (e - 1) t), t = look / looks): all of it by the
+    last look, and more early than O'Brien-Fleming's, since a sweep stops as soon as it can."""
+    t = min(1.0, max(0.0, look / max(1, looks)))
+    return alpha * math.log1p((math.e - 1) * t)
+
+
+def look_alpha(look: int, looks: int, alpha: float = ALPHA) -> float:
+    """The level of interim look ``look`` (1-based): what it adds to the alpha spent."""
+    return spent(look, looks, alpha) - spent(look - 1, looks, alpha)
+
+
+def final_alpha(taken: int, looks: int, alpha: float = ALPHA) -> float:
+    """The level of the final look, the ``taken``-th: the alpha the interim looks before it
+    left (a sweep that looked once tests at ``alpha``; the sum over the looks taken is
+    ``alpha``, so that stopping when decided keeps the error rate at ``alpha``)."""
+    return alpha - spent(max(1, taken) - 1, looks, alpha)
+
+
+def equivalence_p(
+    log: float | None, se: float | None, df: float | None, margin: float
+) -> float | None:
+    """The p-value of two one-sided tests that a log ratio lies inside +-``margin`` (TOST,
+    Schuirmann 1987): the larger of the two one-sided t-tests' p; None without a test. Below
+    0.05 it is the 90% interval inside the margin, the old ``same``; adjusted over a sweep's
+    comparisons and held to a look's alpha, ``same`` is controlled as ``lower``/``higher`` are."""
+    if log is None or se is None or df is None or df <= 0:
+        return None
+    if se <= 0:
+        return 0.0 if abs(log) < margin else 1.0
+    below = float(sps.t.sf((log + margin) / se, df))  # H0: log <= -margin
+    above = float(sps.t.sf((margin - log) / se, df))  # H0: log >= +margin
+    return max(below, above)
 
 
 def adjusted(pvalues: Sequence[float | None]) -> list[float | None]:

@@ -7,7 +7,8 @@ machines, its resolution; a case on a busy machine):
 
 - ``strategy_comparisons``, ``loop_verdicts``: process figures into comparisons (unpaired, or
   paired where strategies shared ``stats.OWN_VARIANCE_PROCESSES`` or more processes);
-- ``decide_time`` (Benjamini-Hochberg over the sweep, alpha / looks) and ``judge``: the words;
+- ``decide_time`` (Benjamini-Hochberg over the sweep, at a look's spent alpha) and ``judge``:
+  the words;
   memory's exact rule beside them;
 - ``decide`` (a CI against a margin): the rule of the history page and the micro-benchmarks,
   whose figures are not process figures of a sweep.
@@ -36,6 +37,7 @@ from reports.judge.noise import (
     paired_resolution,
     paired_within,
     process_figures,
+    side_within,
 )
 from reports.judge.rows import LOOP_SAMPLES, spell
 from reports.schema.records import Entry
@@ -55,11 +57,13 @@ METRICS = ("window", "peak_memory", "held_memory")
 DEFAULT_MIN_EFFECT = 0.02
 RULE = (
     "time: a Student-t interval of per-process figures (each side's own variance with 4+ "
-    "processes, Welch df; else the group's pooled variance; never below what a process's own "
-    "pairs show); higher/lower: Benjamini-Hochberg "
-    "q < 0.05 over the sweep's time comparisons and the estimate beyond min_effect; same: the "
-    "90% interval inside 1 +- min_effect (two one-sided tests); otherwise unclear. memory: "
-    "exact, beyond max(min_effect, memory floor) of the larger is lower/higher, else same"
+    "processes, Welch df; else the group's pooled variance; each side never below what its "
+    "own processes' pairs show); each comparison tests one claim, higher/lower where its "
+    "estimate lies beyond min_effect (a t-test of ratio 1), else same (two one-sided tests "
+    "that it lies inside 1 +- min_effect); the claim holds where its Benjamini-Hochberg q over "
+    "the sweep's time comparisons is below alpha, 0.05 spent over the looks the sweep took "
+    "(Lan-DeMets, Pocock type); otherwise unclear. memory: exact, beyond max(min_effect, "
+    "memory floor) of the larger is lower/higher, else same"
 )
 # where a sweep ran on more than one machine (machines.machine_of), RULE and NOISE_METHOD go on
 MACHINE_RULE = (
@@ -125,32 +129,43 @@ def memory_figure(entry: Entry, key: str) -> float | None:
     return statistics.median(values) if values else None
 
 
-def judge(c: Comparison, min_effect: float, alpha: float = stats.ALPHA) -> Verdict:
-    """The word of a time comparison whose q (FDR-adjusted p) is known: ``higher``/``lower``
-    when significant over the sweep (q < alpha) and the estimate beyond min_effect; ``same``
-    when the 90% interval lies inside 1 +- min_effect (two one-sided tests at 5%); else
-    ``unclear``."""
+def claim_p(c: Comparison, min_effect: float) -> float | None:
+    """The p-value of the one claim a time comparison could make: ``higher``/``lower`` (a t-test
+    of ratio 1) where its estimate lies beyond min_effect, else ``same`` (two one-sided tests
+    that it lies inside 1 +- min_effect, ``stats.equivalence_p``). Only one of the two nulls can
+    be true of a comparison, and only its own claim can be false, so each comparison is one
+    test of the sweep's family, and ``same`` is controlled as ``lower``/``higher`` are."""
     if c.log is None or c.ci_low is None:
+        return None
+    c.p_same = stats.equivalence_p(c.log, c.se, c.df, math.log1p(min_effect))
+    return c.p if abs(c.log) > math.log1p(min_effect) else c.p_same
+
+
+def judge(c: Comparison, min_effect: float, alpha: float = stats.ALPHA) -> Verdict:
+    """The word of a time comparison whose q (its claim's p, ``claim_p``, adjusted over the
+    sweep) is known: when q < alpha, ``higher``/``lower`` with the estimate beyond min_effect,
+    else ``same``; otherwise ``unclear``. (One comparison at alpha 0.05: ``same`` is the 90%
+    interval inside 1 +- min_effect.)"""
+    if c.log is None or c.ci_low is None or c.q is None or c.q >= alpha:
         return Verdict.UNCLEAR
-    margin = math.log1p(min_effect)
-    if c.q is not None and c.q < alpha and abs(c.log) > margin:
+    if abs(c.log) > math.log1p(min_effect):
         return Verdict.HIGHER if c.log > 0 else Verdict.LOWER
-    if math.log(c.ci90_low) >= -margin and math.log(c.ci90_high) <= margin:
-        return Verdict.SAME
-    return Verdict.UNCLEAR
+    return Verdict.SAME
 
 
-def decide_time(comparisons: list[Comparison], min_effect: float, looks: int = 1) -> None:
-    """Adjust the p-values of a sweep's time comparisons together (Benjamini-Hochberg), then
-    word each (in place): the error rate is controlled over the sweep, not per comparison.
-    ``looks``: a sweep that adds rounds until decided looks at its data up to that many times,
-    and each look is held to ALPHA / looks (Bonferroni over looks), so that stopping when a
-    verdict is reached keeps the sweep's error rate at ALPHA."""
-    alpha = stats.ALPHA / max(1, looks)
+def decide_time(
+    comparisons: list[Comparison], min_effect: float, alpha: float = stats.ALPHA
+) -> None:
+    """Adjust the p-values of a sweep's time comparisons' claims together (Benjamini-Hochberg,
+    ``claim_p``), then word each (in place): the error rate of every word but ``unclear`` is
+    controlled over the sweep, not per comparison. ``alpha``: the level of this look
+    (``stats.look_alpha`` while a sweep adds rounds, ``final_alpha`` for its report: alpha
+    spent over the looks taken)."""
     timed = [c for c in comparisons if c.timed]
-    for c, q in zip(timed, stats.adjusted([c.p for c in timed]), strict=True):
+    qs = stats.adjusted([claim_p(c, min_effect) for c in timed])
+    for c, q in zip(timed, qs, strict=True):
         c.q = q
-        c.significant = q is not None and q < alpha
+        c.significant = q is not None and q < alpha and abs(c.log) > math.log1p(min_effect)
         c.verdict = judge(c, min_effect, alpha)
 
 
@@ -164,10 +179,16 @@ def compare_time(ea, eb, spread: GroupNoise | None, across: bool = False) -> dic
     if len(shared) >= stats.OWN_VARIANCE_PROCESSES:  # measured side by side: paired
         within = paired_within(ea, eb, shared)
         c = stats.paired_contrast([fa[p] - fb[p] for p in shared], within=within)
-    else:
-        variance, df = (spread.variance, spread.df) if spread else (None, 0)
-        within = spread.within if spread else None
-        c = stats.contrast(list(fa.values()), list(fb.values()), variance, df, within=within)
+    else:  # the group's pooled variance; each side floored at its own processes' pairs
+        variance, df = (spread.between, spread.df) if spread else (None, 0)
+        c = stats.contrast(
+            list(fa.values()),
+            list(fb.values()),
+            variance,
+            df,
+            within=side_within(ea),
+            within_b=side_within(eb),
+        )
     return across_machines(c, fa, fb, machines.process_machines([ea, eb]), spread) if across else c
 
 
@@ -285,12 +306,21 @@ def by_case(entries: list[Entry]) -> list[Entry]:
 
 
 def verdicts(
-    entries: list[Entry], min_effect: float, looks: int = 1, control: str | None = None
+    entries: list[Entry],
+    min_effect: float,
+    looks: int = 1,
+    control: str | None = None,
+    taken: int = 1,
+    final: bool = True,
 ) -> VerdictFile:
     """verdicts.json's content: every unordered pair of strategies in every group, per metric,
     the loops compared inside each case's processes, and each group's noise and resolution.
     ``control``: the sweep's control strategy (``--control``), whose processes measure the
-    spread between machines where a group ran on more than one."""
+    spread between machines where a group ran on more than one. ``looks``: the most a sweep
+    could look at its data; ``taken``: this is its ``taken``-th look, an interim one (the sweep
+    deciding where to add rounds) or, ``final``, the report's, which spends what the interim
+    looks left (``stats.final_alpha``)."""
+    alpha = stats.final_alpha(taken, looks) if final else stats.look_alpha(taken, looks)
     ok = [e for e in entries if e.rows]
     spreads = noise(ok, min_effect, control)
     spread_out = any(s.machines > 1 for s in spreads.values())  # RULE's machine level applies
@@ -298,7 +328,7 @@ def verdicts(
     grad_sync = loop_verdicts(ok, spreads)
     settings = loop_verdicts(ok, spreads, "settings")  # --compare-settings, paired in-process
     family = [*comparisons, *grad_sync, *settings]
-    decide_time(family, min_effect, looks)
+    decide_time(family, min_effect, alpha)
     paired_resolution(spreads, comparisons, min_effect)
     return VerdictFile(
         min_effect=min_effect,
@@ -309,11 +339,14 @@ def verdicts(
         rule=RULE + (MACHINE_RULE if spread_out else ""),
         error_control=ErrorControl(
             method="Benjamini-Hochberg false discovery rate (scipy.stats."
-            "false_discovery_control) over every time comparison of the sweep",
+            "false_discovery_control) over the claim of every time comparison of the sweep "
+            "(higher/lower: a t-test of ratio 1; same: two one-sided tests)",
             alpha=stats.ALPHA,
             looks=looks,
-            alpha_per_look=stats.ALPHA / max(1, looks),
+            alpha_per_look=alpha,
             comparisons=sum(c.timed for c in family),
+            looks_taken=taken,
+            spending=stats.SPENDING,
         ),
         overheads=[
             CaseOverhead(e.strategy, e.k, e.n, case_fields(e), e.overhead) for e in by_case(ok)

@@ -44,7 +44,9 @@ from reports.schema.verdict_records import VerdictFile
 def judge_sweep(entries, run: RunFile, main: dict[str, Any]) -> tuple[VerdictFile, VerdictFile]:
     """verdicts.json's content (every flavour and precision), and the part the tables show
     (the main flavour's and precision's comparisons)."""
-    judged_all = verdicts.verdicts(entries, min_effect_of(run), run.looks, control_of(run))
+    added = [r.round for e in entries for r in e.rows if r.time_only and not r.control]
+    taken = run.taken(added)
+    judged_all = verdicts.verdicts(entries, min_effect_of(run), run.looks, control_of(run), taken)
     judged_all.decisions = decision.decisions(entries, judged_all)
     judged_all.decision_rule = decision.RULE
     shown = [

@@ -150,9 +150,15 @@ class RunFile(Struct, kw_only=True):
     # --cluster: Ray's version, its nodes and the processes each took at once, as the sweep
     # joined it (benches.sweep.cluster.place.RayPlace.record); empty on this machine
     cluster: dict[str, Any] | None = {}
+    # what the sweep did, written again after each look and at its end: the looks it took
+    # (the report's alpha spends what they left), each look's plan (what was open, the
+    # processes and pairs it added and why), and where its wall time went (the timed share)
+    looks_taken: int | None = None
+    plan: list[dict[str, Any]] | None = []
+    wall: dict[str, Any] | None = {}
 
     def __post_init__(self) -> None:  # null reads as empty
-        for name in ("sweep", "case_settings", "env", "cluster"):
+        for name in ("sweep", "case_settings", "env", "cluster", "plan", "wall"):
             if getattr(self, name) is None:
                 setattr(self, name, {})
 
@@ -185,8 +191,15 @@ class RunFile(Struct, kw_only=True):
 
     @property
     def looks(self) -> int:
-        """How many times an adaptive sweep looked at its verdicts (1: a fixed sweep)."""
+        """How many times an adaptive sweep could look at its verdicts (1: a fixed sweep)."""
         return int(self.sweep.get("looks") or 1)
+
+    def taken(self, rounds: list[int]) -> int:
+        """The looks the sweep took: as it recorded them, else (a run.json older than that)
+        from its added rounds' numbers ``rounds`` (look j added rounds 2^(j-2) to 2^(j-1) - 1)."""
+        if self.looks_taken:
+            return min(self.looks_taken, self.looks)
+        return min(self.looks, 1 + max(rounds, default=0).bit_length())
 
 
 # -- a row: one process of one case ---------------------------------------------------------------

@@ -51,7 +51,8 @@ WORDS = tuple(Verdict)  # lower, higher, same, unclear
 # -- comparisons ----------------------------------------------------------------------------------
 # a time comparison's test; ``paired`` where its processes measured both sides (engine.rotation);
 # ``machines`` where its sides ran on more than one
-TEST = ("log", "se", "df", "p", "ci90_low", "ci90_high", "processes", "paired", "machines")
+TEST = ("log", "se", "df", "p", "p_same", "ci90_low", "ci90_high", "processes", "paired")
+TEST += ("machines",)
 HEAD = ("a", "b", "k", "n", "case", "metric", "ratio", "ci_low", "ci_high", "significant")
 HEAD += ("verdict", "confidence", "method")
 
@@ -95,7 +96,12 @@ class Comparison(Struct, forbid_unknown_fields=True):
     # (None: one); unpaired, its interval carries the variance between machines too
     machines: int | None = None
     noisy: bool = False  # a side ran under CPU pressure (noise.case_noise)
-    q: float | None = None  # time: p adjusted over the sweep (Benjamini-Hochberg)
+    # time: its claim's p (p where the estimate is beyond min_effect, else p_same) adjusted
+    # over the sweep (Benjamini-Hochberg: verdicts.claim_p)
+    q: float | None = None
+    # time: the p of two one-sided tests that the ratio lies inside 1 +- min_effect
+    # (stats.equivalence_p); absent in files older than that rule
+    p_same: float | None = None
 
     @property
     def timed(self) -> bool:
@@ -172,7 +178,8 @@ class LoopComparison(Comparison):
 
     def to_json(self) -> dict[str, Any]:
         order = ("strategy", "k", "n", "a", "b", "case", "metric", "ratio", "ci_low", "ci_high")
-        order += ("confidence", "test", "method", "pairs", "verdict", "noisy", "q", "significant")
+        order += ("confidence", "test", "method", "pairs", "verdict", "noisy", "q")
+        order += ("significant",)
         return self._json(order)
 
 
@@ -214,6 +221,9 @@ class GroupNoise(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     between_sd: float | None = None
     within_sd: float | None = None
     within: float | None = None  # log-scale variance (not in the file: within_sd holds it)
+    # the variance between processes as measured, before any floor (not in the file:
+    # between_sd holds it); a comparison floors each side at its own processes' pairs
+    between: float | None = None
     # between machines (machines.between_machines), in the file only where the group's
     # processes ran on more than one machine (absent: one machine, as every older file)
     machines: int = 1  # the machines the group's processes ran on (machines.machine_of)
@@ -226,7 +236,7 @@ class GroupNoise(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     machine_measured: bool = False
     machine_variance: float | None = None  # log scale (not in the file: machine_sd holds it)
 
-    HIDDEN: ClassVar[tuple[str, ...]] = ("variance", "machine_variance", "within")
+    HIDDEN: ClassVar[tuple[str, ...]] = ("variance", "machine_variance", "within", "between")
     MACHINE: ClassVar[tuple[str, ...]] = (
         "machines",
         "machine_from",
@@ -332,8 +342,10 @@ class Decision(Struct, kw_only=True, forbid_unknown_fields=True):
     use: str | None  # None: no candidate finished cleanly
     fastest: str | None = None  # lowest paired overhead (point estimate)
     ties: list[str] = field(default_factory=list)  # not decided slower than fastest
-    slower: list[str] = field(default_factory=list)  # decided higher than fastest
-    left_out: list[str] = field(default_factory=list)  # noisy or leaking
+    slower: list[str] = field(default_factory=list)  # decided higher than another candidate
+    left_out: list[str] = field(default_factory=list)  # leaking
+    # candidates measured under CPU pressure (noise.noisy_case): stated, never left out
+    under_pressure: list[str] = field(default_factory=list)
     by: str | None = None  # what chose among the ties: time, peak_memory, held_memory or order
     why: str = ""  # one sentence
     # the comparisons that could change the choice: unclear ones of the choice against the
@@ -355,9 +367,13 @@ class ErrorControl(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
 
     method: str
     alpha: float
-    looks: int  # how often an adaptive sweep looked at its data
+    looks: int  # how often an adaptive sweep could look at its data (at most)
+    # the level these verdicts were held to: an interim look's share of alpha, or the final
+    # look's, all that the looks taken before it left (stats.final_alpha)
     alpha_per_look: float
     comparisons: int  # time comparisons in the family
+    looks_taken: int = 1  # the looks this judgement is the last of (older files: absent)
+    spending: str = ""  # the alpha-spending rule (stats.SPENDING)
 
     def to_json(self) -> dict[str, Any]:
         return to_builtins(self)
