@@ -185,9 +185,9 @@ def test_a_sweep_of_paths_in_one_process_and_its_frameworks_section(tmp_path):
     section = section[: section.index("</section>")]
     for label in ("lightning", "deepspeed:zero=2"):
         assert f"<code>{label}</code>" in section
-    # a busy machine (CPU pressure in every path's process) names none, and says so
-    named = "Among the frameworks' own paths, the cheapest here is" in page
-    assert named or ("No framework's own path was measured without CPU pressure" in page)
+    # a busy machine (CPU pressure in every path's process) still names one: the pressure is
+    # in the intervals (issue 49)
+    assert "Among the frameworks' own paths, the cheapest here is" in page
 
 
 def allreduces(out) -> dict[str, set[float]]:

@@ -20,13 +20,15 @@ from reports.schema.verdict_records import Decision, Verdict, VerdictFile
 
 RULE = (
     "Per group (K, N and the loop's settings): the candidates are the strategies that finished "
-    "without CPU pressure and do not leak; the fastest is the one with the lowest paired "
-    "overhead; the tie set is every candidate whose window verdict against the fastest is not "
-    "higher (same, unclear or lower); the choice is the tie set's leanest: lower peak memory "
-    "by its verdict, then, where peaks are same, lower held memory, then, where that is same "
-    "too, the first in the reports' order (native, then by name). Open: an unclear window "
-    "verdict of the choice against the fastest (more processes could put the choice out of "
-    "the tie set)."
+    "and do not leak (CPU pressure is in their intervals and is stated beside the answer; it "
+    "never withholds one); the slower are the candidates whose window verdict against another "
+    "candidate is higher; the fastest is the remaining candidate with the lowest paired "
+    "overhead; the tie set is every remaining candidate whose window verdict against the "
+    "fastest is not higher (same, unclear or lower); the choice is the tie set's leanest: "
+    "lower peak memory by its verdict, then, where peaks are same, lower held memory, then, "
+    "where that is same too, the first in the reports' order (native, then by name). Open: an "
+    "unclear window verdict of the choice against the fastest (more processes could put the "
+    "choice out of the tie set)."
 )
 MEMORY = ("peak_memory", "held_memory")
 
@@ -57,27 +59,39 @@ def decide(here: list[Entry], result: VerdictFile, resolution: float | None) -> 
         for g in result.leaks
         if (g.k, g.n) == (k, n) and all(case.get(key) == v for key, v in g.case.items())
     }
-    left_out = sorted(
-        (e.strategy for e in here if e.strategy in leaky or noise.noisy_case(e)),
-        key=strategy_order,
-    )
+    left_out = sorted((e.strategy for e in here if e.strategy in leaky), key=strategy_order)
     candidates = sorted(
         (e for e in here if e.strategy not in left_out and e.overhead.ratio is not None),
         key=lambda e: strategy_order(e.strategy),
     )
-    out = Decision(k=k, n=n, case=case, use=None, left_out=left_out, resolution=resolution)
+    pressed = sorted((e.strategy for e in candidates if noise.noisy_case(e)), key=strategy_order)
+    out = Decision(
+        k=k,
+        n=n,
+        case=case,
+        use=None,
+        left_out=left_out,
+        under_pressure=pressed,
+        resolution=resolution,
+    )
     if not candidates:
-        out.why = "No strategy finished without CPU pressure or a leak here."
+        out.why = "No strategy finished without a leak here."
         return out
 
     def verdict(a: str, b: str, metric: str):
         return verdicts.lookup(result, a, b, k, n, metric, case)
 
-    fastest = min(candidates, key=lambda e: e.overhead.ratio or math.inf).strategy
-    ties, slower = [], []
-    for e in candidates:
+    slower = slower_than_another([e.strategy for e in candidates], verdict)
+    remaining = [e for e in candidates if e.strategy not in slower] or candidates
+    fastest = min(remaining, key=lambda e: e.overhead.ratio or math.inf).strategy
+    ties = []
+    for e in remaining:
         c = verdict(e.strategy, fastest, "window")
-        (slower if c is not None and c.verdict == Verdict.HIGHER else ties).append(e.strategy)
+        if c is not None and c.verdict == Verdict.HIGHER:
+            slower.append(e.strategy)
+        else:
+            ties.append(e.strategy)
+    slower = sorted(set(slower), key=strategy_order)
     # king of the hill over the ties in the reports' order: a challenger wins on a lower peak,
     # or a same peak and a lower held; anything else (same, unclear, no figure) keeps the order
     use = ties[0]
@@ -93,6 +107,20 @@ def decide(here: list[Entry], result: VerdictFile, resolution: float | None) -> 
         out.open.append(f"{use}/{fastest} window: {wording.ratio_text(lead)}")
     out.why = why(out, here, lead)
     return out
+
+
+def slower_than_another(names: list[str], verdict) -> list[str]:
+    """The strategies of ``names`` whose window verdict against another of them is ``higher``:
+    never the answer, whatever a point estimate says."""
+    return [
+        a
+        for a in names
+        if any(
+            (c := verdict(a, b, "window")) is not None and c.verdict == Verdict.HIGHER
+            for b in names
+            if b != a
+        )
+    ]
 
 
 def winner_on_memory(challenger: str, incumbent: str, verdict) -> str | None:
@@ -121,6 +149,12 @@ def why(out: Decision, here: list[Entry], lead) -> str:
         text += f" ({lead.verdict}: {wording.ratio_text(lead)})" if lead else ""
     if out.by == "time":
         text += "; every other candidate is decided slower" if out.slower else ""
+    if out.under_pressure:
+        pressed = ", ".join(f"`{s}`" for s in out.under_pressure)
+        text += (
+            f" (measured under CPU pressure: {pressed}; the pressure widens the intervals, and "
+            "the verdicts hold as stated)"
+        )
     elif out.by in MEMORY:
         key = "peak_bytes" if out.by == "peak_memory" else "held_bytes"
         mine = verdicts.memory_figure(by_name[use], key)

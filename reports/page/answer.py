@@ -9,7 +9,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from reports.judge import leaks, noise, stats, verdicts, wording
+from reports.judge import decision, leaks, noise, stats, verdicts, wording
 from reports.judge.rows import memory_note, strategy_order
 from reports.page.records import Answer, Pick, Reference, Slope, SlopePoint
 from reports.schema.records import Entry, RecordError, RunFile
@@ -32,21 +32,27 @@ def default_case(run: RunFile, entries: list[Entry]) -> tuple[int, int] | None:
 def answer(entries: list[Entry], k: int, n: int, result: VerdictFile) -> Answer:
     """Fastest (lowest paired overhead) and leanest (lowest peak bytes) at K, N, with verdicts.
 
-    Cases measured under CPU pressure are left out, and the answer says which.
+    Cases measured under CPU pressure stay in (the pressure is in their intervals), and the
+    answer says which; a strategy that a verdict calls slower than another is never the
+    fastest (``decision.slower_than_another``).
     """
     here = [e for e in entries if e.phases and (e.k, e.n) == (k, n)]
     leaky = leaks.leaking(result, k, n)  # never the answer, on time or on memory
     here = [e for e in here if e.strategy not in leaky]
-    excluded = sorted(e.strategy for e in here if noise.noisy_case(e))
-    every = here  # memory is exact: CPU pressure does not touch it
-    here = [e for e in here if not noise.noisy_case(e)]
+    pressed = sorted(e.strategy for e in here if noise.noisy_case(e))
+    every = here
+
+    def verdict(a: str, b: str, metric: str):
+        return verdicts.lookup(result, a, b, k, n, metric)
+
+    slower = set(decision.slower_than_another([e.strategy for e in here], verdict))
     # the group's noise at K, N (the precision the answer reads: the first group there)
     floor = next((f for f in result.noise_floor if (f.k, f.n) == (k, n)), None)
     out = Answer(
         k=k,
         n=n,
         candidates=len(here),
-        excluded_noisy=excluded,
+        under_pressure=pressed,
         excluded_leaking=[c for c in result.leaks if (c.k, c.n) == (k, n)],
         resolution=floor.resolution if floor else None,
         between_process_sd=floor.sd if floor else None,
@@ -54,9 +60,10 @@ def answer(entries: list[Entry], k: int, n: int, result: VerdictFile) -> Answer:
         leanest=leanest(every, k, n, result),
     )
     if not here:
-        out.advice = f"No strategy finished without CPU pressure at K={k}, N={n}."
+        out.advice = f"No strategy finished without a leak at K={k}, N={n}."
         return leak_advice(out)
-    by_time = sorted(here, key=lambda e: e.overhead.ratio or math.inf)
+    # never one a verdict calls slower than another first, whatever its point estimate
+    by_time = sorted(here, key=lambda e: (e.strategy in slower, e.overhead.ratio or math.inf))
     fastest = by_time[0]
     out.fastest = Pick(
         strategy=fastest.strategy,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from reports.judge import verdicts
+from reports.judge import decision, verdicts
 from reports.page.records import CaseLine, PathLine, PathPick
 from reports.schema.verdict_records import VerdictFile
 
@@ -26,7 +26,7 @@ def path_lines(cases: list[CaseLine], result: VerdictFile) -> list[PathLine]:
     """One line per path that finished among ``cases`` (one K and N), cheapest first."""
     finished = [c for c in cases if c.ok]
     paths = sorted((c for c in finished if is_path(c)), key=_ratio)
-    strategies = [c for c in finished if not is_path(c) and not c.noisy]
+    strategies = [c for c in finished if not is_path(c)]
     best = min(strategies, key=_ratio, default=None)
     out = []
     for line in paths:
@@ -55,14 +55,21 @@ def path_lines(cases: list[CaseLine], result: VerdictFile) -> list[PathLine]:
 
 
 def cheapest(lines: list[PathLine], result: VerdictFile, k: int, n: int) -> PathPick | None:
-    """The path with the lowest paired overhead among those measured without CPU pressure,
-    with its verdict against the next one (``same``/``unclear``: not told apart)."""
-    quiet = [line for line in lines if not line.noisy and line.overhead is not None]
-    if not quiet:
+    """The path with the lowest paired overhead that no verdict calls slower than another
+    path (CPU pressure is in the intervals: the page marks such a path, never drops it), with
+    its verdict against the next one (``same``/``unclear``: not told apart)."""
+    measured = [line for line in lines if line.overhead is not None]
+
+    def verdict(a: str, b: str, metric: str):
+        return verdicts.lookup(result, a, b, k, n, metric)
+
+    slower = decision.slower_than_another([line.strategy for line in measured], verdict)
+    ranked = [line for line in measured if line.strategy not in slower] or measured
+    if not ranked:
         return None
-    first = quiet[0]
+    first = ranked[0]
     pick = PathPick(strategy=first.strategy, overhead=first.overhead)
-    if len(quiet) > 1:
-        pick.runner_up = quiet[1].strategy
-        pick.lead = verdicts.lookup(result, first.strategy, quiet[1].strategy, k, n, "window")
+    if len(ranked) > 1:
+        pick.runner_up = ranked[1].strategy
+        pick.lead = verdicts.lookup(result, first.strategy, ranked[1].strategy, k, n, "window")
     return pick
