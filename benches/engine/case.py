@@ -42,6 +42,7 @@ from benches.engine import (
     profiling,
     rotation,
     training,
+    warmup,
 )
 from benches.engine.figures import cost_figures, failed_measure, measured_part, row_for
 from benches.engine.growth import (
@@ -239,8 +240,12 @@ def timed_pairs(
     alike(runner.strategy, runner.plain)
     if recipe.compile:
         runner.plain.warm(timed)  # the compiled graphs are cached: this only checks shapes
-    for i in range(spec.warmup):
-        runner.pair(i, *timed[i % 2])
+
+    def warm_pair(i: int) -> float:
+        mine, plain, _ = runner.pair(i, *timed[i % 2])
+        return mine["window"] + plain["window"]
+
+    warmed = warmup.warm_up(warm_pair, spec.warmup)
     wall.lap("warmup")
     if workload.device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(workload.device)
@@ -248,14 +253,14 @@ def timed_pairs(
     hwm_reset = memory.reset_peak_rss()
     figures = process.TimedPairsProcess()
     samples: dict[str, list] = {phase: [] for phase in PHASES}
-    samples.update(plain_window=[], plain_reset=[], cpu_pressure=[])
+    samples.update(plain_window=[], plain_reset=[], cpu_pressure=[], warmup=warmed)
     if spec.parallel != "none":
         samples["sync"] = []
     # memory before the pairs and after each: a leak adds to it window after window
     footprint = [footprint_bytes(workload.device)]
     collectives: list[dict[str, Any]] = []
     figures.start()
-    for i in range(spec.repeat):
+    for i in range(len(warmed), len(warmed) + spec.pairs_planned):
         before = counter.snapshot()
         with training.no_recompile(recipe.compile):  # compiling here would be timed: fail
             mine_t, plain_t, pressure = runner.pair(i, *timed[i % 2])
@@ -356,12 +361,12 @@ def setting_pairs(spec: CaseSpec, runner: PairedRunner, timed) -> dict[str, list
     with the same weights and data, window by window (ABBA, after ``warmup`` unmeasured pairs)."""
     mine_key, other_key = LOOP_SAMPLES["settings"]
     out: dict[str, list[float]] = {mine_key: [], other_key: []}
-    warmup = max(1, spec.warmup)  # the other loop's first window allocates its state
+    warm = max(1, spec.warmup)  # the other loop's first window allocates its state
     compiled = spec.recipe.compile or runner.other.recipe.compile
-    for i in range(warmup + spec.repeat):
-        with training.no_recompile(compiled and i >= warmup):
+    for i in range(warm + spec.repeat):
+        with training.no_recompile(compiled and i >= warm):
             mine, other = runner.setting_pair(i, *timed[i % 2])
-        if i >= warmup:
+        if i >= warm:
             out[mine_key].append(mine)
             out[other_key].append(other)
     return out

@@ -22,7 +22,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from benches.engine import process
+from benches.engine import process, warmup
 from benches.engine.envinfo import psi_cpu
 from benches.engine.replicas import fresh_replica
 from benches.engine.runner import PHASES, Loop
@@ -93,29 +93,34 @@ def timed_rounds(repeat: int, loops: int) -> int:
 
 
 def rotated_rounds(spec, workload, timed, build_seed: int, lap=None) -> dict[str, Any]:
-    """A time-only process of several strategies (``spec.rotation``): ``spec.warmup`` rounds,
-    then ``timed_rounds`` timed ones, each strategy's windows with the plain loop's of the same
-    round as its pairs. Per strategy the samples a case's timed pairs give (every phase,
-    ``plain_window``, ``plain_reset``, ``cpu_pressure``); and the process's psutil figures.
+    """A time-only process of several strategies (``spec.rotation``): warm-up rounds until
+    steady (``engine.warmup``), then ``timed_rounds`` timed ones, each strategy's windows with
+    the plain loop's of the same round as its pairs. Per strategy the samples a case's timed
+    pairs give (every phase, ``plain_window``, ``plain_reset``, ``cpu_pressure``, ``warmup``);
+    and the process's psutil figures.
     ``lap(step)`` (the case's ``Wall``) is told when the replicas are built and warmed."""
     runner = RotatedRunner(workload, spec.rotation, build_seed=build_seed)
     try:
         if lap is not None:
             lap("setup")
-        for i in range(spec.warmup):
-            runner.round(i, *timed[i % 2])
+
+        def warm_round(i: int) -> float:
+            return sum(w["window"] for w in runner.round(i, *timed[i % 2]).values())
+
+        warmed = warmup.warm_up(warm_round, spec.warmup)
         if lap is not None:
             lap("warmup")
+        phases = (*PHASES, "plain_window", "plain_reset", "cpu_pressure")
         samples = {
-            label: {phase: [] for phase in (*PHASES, "plain_window", "plain_reset", "cpu_pressure")}
+            label: {**{phase: [] for phase in phases}, "warmup": list(warmed)}
             for label in spec.rotation
         }
         figures = process.TimedPairsProcess()
         figures.start()
-        for i in range(timed_rounds(spec.repeat, len(runner.names))):
+        for i in range(timed_rounds(spec.pairs_planned, len(runner.names))):
             # the data changes every two rounds, so each direction of the rotation meets both
             stall, start = psi_cpu("total"), time.perf_counter()
-            windows = runner.round(spec.warmup + i, *timed[(i // 2) % 2])
+            windows = runner.round(len(warmed) + i, *timed[(i // 2) % 2])
             wall, after = time.perf_counter() - start, psi_cpu("total")
             pressure = (after - stall) / 1e6 / wall if None not in (stall, after) else None
             for label in spec.rotation:

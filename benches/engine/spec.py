@@ -16,7 +16,12 @@ from benches.engine.training import Recipe
 from reports.schema.settings import CASE_KEY as IDENTITY
 from reports.schema.settings import OPTION, SWEEP_IDENTITY, CaseSettings, id_part, label
 
-__all__ = ["IDENTITY", "OPTION", "SWEEP_IDENTITY", "CaseSpec"]
+__all__ = ["IDENTITY", "OPTION", "PAIRS_FACTOR", "SWEEP_IDENTITY", "CaseSpec"]
+
+
+# a process the sweep plans (``pairs``) runs at most this many times ``repeat``'s pairs: its
+# timeout allows for it (``sweep.machine.case_timeout``)
+PAIRS_FACTOR = 4
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,6 +39,10 @@ class CaseSpec(CaseSettings):
     # on its own replica, rotated with the plain loop; each gets a row, all with one process_id
     rotation: list[str] = field(default_factory=list)
     process_id: str = ""  # the process whose figures a row shares with others: "" = case_id
+    # timed pairs this process runs, where the sweep planned them from measured costs and
+    # variances (budget.plan_pairs; 0: ``repeat``). Not identity: a process with more pairs
+    # measures the same figure, more closely
+    pairs: int = 0
     plain_timeline: bool = True  # record the plain loop's timeline too (a sweep: once per group)
     out_dir: str = "."
     git: dict[str, Any] = field(default_factory=dict)
@@ -42,6 +51,11 @@ class CaseSpec(CaseSettings):
     def recipe(self) -> Recipe:
         """The training loop's settings (checked: a bad one is a one-line ValueError)."""
         return Recipe(**{f.name: getattr(self, f.name) for f in dataclasses.fields(Recipe)})
+
+    @property
+    def pairs_planned(self) -> int:
+        """The timed pairs this process runs: the sweep's plan, else ``repeat``."""
+        return self.pairs or self.repeat
 
     @property
     def label(self) -> str:

@@ -40,7 +40,7 @@ from reports.schema.settings import (
 )
 
 BASELINE_GONE = "baseline"
-MAX_LOOKS = 6  # the first round and up to 5 added rounds; each look at ALPHA / MAX_LOOKS
+MAX_LOOKS = 6  # the first round and up to 5 added rounds; alpha spent over them (stats.spent)
 CONTROL_PROCESSES = 3  # processes of the control strategy per (K, N) when --rounds is 1
 
 
@@ -83,7 +83,10 @@ class Sweep(FixedSettings, SweptSettings):
     min_effect: float = DEFAULT_MIN_EFFECT
     control: str = "none"
     budget: float = 0.0  # seconds for the whole sweep; > 0: rounds added while verdicts are open
-    looks: int = 1  # how often the sweep may look at its verdicts (each held to ALPHA / looks)
+    looks: int = 1  # how often the sweep may look at its verdicts (alpha spent over them)
+    # added processes run the pairs planned from measured costs and variances
+    # (budget.plan_pairs); False where --repeat was given
+    plan_pairs: bool = True
     rotate: bool = True  # added rounds: a group's strategies share a process (engine.rotation)
     quick: bool = False  # --quick: its defaults (options.QUICK); the report says what it missed
     # processes of the control strategy per (K, N) with one round: on a cluster, at least two
@@ -211,6 +214,7 @@ def resolve(args: argparse.Namespace, nodes: list[dict[str, Any]] | None = None)
         rounds=rounds,
         budget=budget,
         looks=MAX_LOOKS if budget > 0 else 1,
+        plan_pairs=getattr(args, "repeat", None) is None,
         rotate=not getattr(args, "no_rotate", False),
         timeout=timeout,
         resume=args.resume,

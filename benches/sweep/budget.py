@@ -6,11 +6,12 @@ time-only processes of an added round (a group's strategies rotated in one proce
 from __future__ import annotations
 
 import dataclasses
+import math
 import statistics
 import time
 
 from benches.engine import frameworks, results
-from benches.engine.spec import CaseSpec
+from benches.engine.spec import PAIRS_FACTOR, CaseSpec
 from benches.sweep.arguments import Sweep
 from reports.schema.settings import group_of, group_of_record
 from reports.schema.verdict_records import Verdict
@@ -25,32 +26,123 @@ def process_started() -> float:
 
 
 def wall_kind(spec: CaseSpec) -> tuple:
-    """What a time-only process's wall time depends on: its group (K, N, the loop) and how many
-    strategies it holds (a rotated process of six at K=4 took 25-49 s here, global alone 2-7 s)."""
-    return (*group_of(spec), len(spec.rotation))
+    """What a process's wall time depends on: its group (K, N, the loop), how many strategies
+    it holds (a rotated process of six at K=4 took 25-49 s here, global alone 2-7 s), whether
+    it runs the checks, and its pairs."""
+    return (*group_of(spec), len(spec.rotation), spec.time_only, spec.pairs_planned)
 
 
 def expected_wall(walls: dict[tuple, list[float]], spec: CaseSpec) -> float:
-    """How long a time-only process like ``spec`` should take: the median of its kind's so far,
-    else the longest of any kind (0 before the first)."""
+    """How long a process like ``spec`` should take: the median of its kind's so far, else the
+    longest of any kind (0 before the first)."""
     mine = walls.get(wall_kind(spec))
     if mine:
         return statistics.median(mine)
     return max((max(w) for w in walls.values()), default=0.0)
 
 
-def open_groups(sweep: Sweep) -> tuple[set[tuple], int]:
-    """The groups (``settings.group_of``) with a strategy comparison on time that is still
-    ``unclear``, and how many such comparisons there are."""
+@dataclasses.dataclass
+class Look:
+    """What an interim look found: per group (``settings.group_of``) the strategies with a
+    time comparison still ``unclear`` (a strategy whose comparisons are all decided is not
+    among them: nothing more is spent on it), how many such comparisons, and the pooled cases
+    it judged."""
+
+    open: dict[tuple, set[str]]
+    unclear: int
+    entries: list
+
+
+def look(sweep: Sweep, taken: int) -> Look:
+    """The verdicts of the ``taken``-th look so far, held to that look's share of alpha
+    (``stats.look_alpha``), and what is still open."""
     from reports.judge import verdicts
     from reports.judge.rows import pooled
 
     entries = list(pooled(results.read(sweep.out)).values())
     control = sweep.control if sweep.control != "none" else None
-    judged = verdicts.verdicts(entries, sweep.min_effect, sweep.looks, control)
+    judged = verdicts.verdicts(
+        entries, sweep.min_effect, sweep.looks, control, taken=taken, final=False
+    )
     unclear = [c for c in judged.comparisons if c.timed and c.verdict == Verdict.UNCLEAR]
-    groups = {group_of_record(c.k, c.n, c.case) for c in unclear}
-    return groups, len(unclear)
+    found: dict[tuple, set[str]] = {}
+    for c in unclear:
+        found.setdefault(group_of_record(c.k, c.n, c.case), set()).update((c.a, c.b))
+    return Look(found, len(unclear), entries)
+
+
+def still_open(first: list[CaseSpec], found: Look) -> list[CaseSpec]:
+    """The first round's cases whose strategy still has an ``unclear`` time comparison in its
+    group: the only ones a look adds processes for (``global`` too, once decided, gets none)."""
+    return [c for c in first if c.label in found.open.get(group_of(c), ())]
+
+
+# -- how many pairs a time-only process runs (Kalibera & Jones, ISMM 2013) -----------------------
+# a process's own cost besides its timed pairs, as a time-only process pays it (no checks)
+OVERHEAD_STEPS = ("process_start", "setup", "compile", "warmup", "teardown")
+PLAN_RULE = (
+    "pairs per time-only process n* = sqrt((c_process / c_pair) x (s2_pair / s2_process)) "
+    "(Kalibera & Jones, ISMM 2013: the count that minimises the interval for the time spent), "
+    "from the group's processes so far: c_process its start, setup, warm-up and teardown, "
+    "c_pair a timed pair, s2_pair the variance of one pair's log ratio in a process, "
+    "s2_process the variance between processes beyond what their pairs explain; between "
+    "--repeat and PAIRS_FACTOR x --repeat; --repeat given: that"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class PairsPlan:
+    """One group's planned pairs per time-only process and the measurements behind it."""
+
+    pairs: int
+    c_process: float | None = None
+    c_pair: float | None = None
+    s2_pair: float | None = None
+    s2_process: float | None = None
+    why: str = ""
+
+    def record(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def plan_pairs(entries: list, group: tuple, repeat: int, planned: bool) -> PairsPlan:
+    """How many timed pairs the group's next time-only processes run (``PLAN_RULE``), from its
+    ok rows so far; ``repeat`` where the sweep may not plan (``--repeat`` given) or nothing is
+    measured yet."""
+    from reports.judge import stats
+    from reports.judge.noise import case_fields, process_figures
+    from reports.judge.rows import process_of
+
+    if not planned:
+        return PairsPlan(repeat, why="--repeat given")
+    here = [e for e in entries if group_of_record(e.k, e.n, case_fields(e)) == group]
+    rows = [r for e in here for r in e.rows]
+    overhead: dict[str, float] = {}
+    timed_s, pairs, s2_pairs = 0.0, 0, []
+    for r in rows:
+        wall = r.wall_s or {}
+        overhead[process_of(r)] = overhead.get(process_of(r), 0.0) + sum(
+            wall.get(step) or 0.0 for step in OVERHEAD_STEPS
+        )
+        mine, plain = r.samples.get("window") or [], r.samples.get("plain_window") or []
+        if mine and plain and wall.get("timed_pairs"):
+            timed_s += wall["timed_pairs"]
+            pairs += len(mine)
+            logs = stats.log_ratios(mine, plain)
+            if logs.size >= 2:
+                s2_pairs.append(float(logs.var(ddof=1)))
+    between, df = stats.pooled_variance([list(process_figures(e).values()) for e in here])
+    if not (pairs and s2_pairs and overhead and between is not None and df):
+        return PairsPlan(repeat, why="not measured yet")
+    c_process = statistics.median(overhead.values())
+    c_pair = timed_s / pairs
+    s2_pair = statistics.fmean(s2_pairs)
+    # what the pairs of a process contribute to the variance between processes is not the
+    # processes' own: s2_process is the rest (a floor of 1% of s2_pair / repeat: never zero)
+    s2_process = max(between - s2_pair / max(1, pairs / len(overhead)), s2_pair / repeat / 100)
+    best = math.sqrt(c_process / c_pair * s2_pair / s2_process)
+    planned_pairs = int(min(PAIRS_FACTOR * repeat, max(repeat, round(best))))
+    return PairsPlan(planned_pairs, c_process, c_pair, s2_pair, s2_process, f"n* = {best:.1f}")
 
 
 # the report at the end: about 3x one look's verdicts (9 s against 3 s at 424 rows of a
@@ -59,13 +151,22 @@ REPORT_LOOKS, REPORT_S = 3.0, 10.0
 SOLO = ("global",)  # searches every live tensor of its process: never shares one
 
 
-def round_specs(group_cases: list[CaseSpec], round_: int, rotate: bool) -> list[CaseSpec]:
+def round_specs(
+    group_cases: list[CaseSpec], round_: int, rotate: bool, pairs: dict[tuple, int] | None = None
+) -> list[CaseSpec]:
     """The time-only processes of one added round: per group (``settings.group_of``) one
     process of its strategies rotated with the plain loop (``engine.rotation``), besides one of
     its own for each ``SOLO`` strategy; each in a process of its own where ``rotate`` is off, or
     under ranks, compile or --compare-settings (one replica per loop there)."""
+    pairs = pairs or {}
     added = [
-        dataclasses.replace(c, round=round_, time_only=True, plain_timeline=False)
+        dataclasses.replace(
+            c,
+            round=round_,
+            time_only=True,
+            plain_timeline=False,
+            pairs=pairs.get(group_of(c), 0),
+        )
         for c in group_cases
     ]
     by_group: dict[tuple, list[CaseSpec]] = {}

@@ -31,12 +31,15 @@ from benches.sweep.arguments import (
     resolve,
 )
 from benches.sweep.budget import (
+    PLAN_RULE,
     REPORT_LOOKS,
     REPORT_S,
     expected_wall,
-    open_groups,
+    look,
+    plan_pairs,
     process_started,
     round_specs,
+    still_open,
     wall_kind,
 )
 from benches.sweep.options import build_parser
@@ -45,7 +48,6 @@ from benches.sweep.places import ClusterLost, Local, Place
 from benches.sweep.plan import cases
 from reports.judge.rows import case_key
 from reports.schema.records import RUN, RunFile
-from reports.schema.settings import group_of
 
 __all__ = ["CONTROL_PROCESSES", "build_parser", "cases", "main", "resolve"]
 # python -m benches COMMAND: the sweep's own, then the micro-benchmarks (benches/__main__.py)
@@ -163,12 +165,16 @@ def sweep_main(sweep: Sweep, args: argparse.Namespace | None = None) -> int:
     try:
         with Progress(*columns, console=console, transient=False) as progress:
             run = SweepRun(sweep, run_id, git, place, progress, started)
-            run.run_cases(todo)
-            if sweep.budget and not (run.interrupted or run.not_run):
+            # the budget holds the first round too: no case starts that would end past it
+            run.run_cases(todo, run.deadline(REPORT_S) if sweep.budget else None)
+            if sweep.budget and not (run.interrupted or run.not_run or run.left_out):
                 run.spend_budget()
     finally:
         place.close()
-    return finish(sweep, console, run.failed, run.interrupted, run.not_run)
+    wall = run.save()  # the page shows where the time went: run.json holds it first
+    code = finish(sweep, console, run.failed, run.interrupted, run.not_run)
+    run.say_share(console, wall)
+    return code
 
 
 def open_place(
@@ -218,7 +224,18 @@ class SweepRun:
         self.failed = 0
         self.interrupted = False
         self.not_run = 0  # processes the cluster could not run (its connection ended)
-        self.walls: dict[tuple, list[float]] = {}  # time-only processes' walls, by kind
+        self.left_out: list[str] = []  # first-round cases the budget could not hold
+        self.walls: dict[tuple, list[float]] = {}  # processes' walls, by kind
+        self.timed_s = 0.0  # seconds of timed windows (the timed pairs) over the processes
+        self.steps: dict[str, float] = {}  # the processes' seconds by step (rows' wall_s)
+        recorded = RunFile.read(sweep.out)
+        self.plan: list[dict] = list(recorded.plan or []) if recorded else []
+        rounds = [r.round for r in results.read(sweep.out) if r.time_only and not r.control]
+        self.taken = recorded.taken(rounds) if recorded else 1  # looks taken (resume: so far)
+
+    def deadline(self, report_s: float) -> float:
+        """When the last process must end: the budget less the report's time."""
+        return self.started + self.sweep.budget - report_s
 
     def run_cases(self, specs: list[CaseSpec], deadline: float | None = None) -> None:
         """Each case in its own process, at most ``place.capacity`` in flight, each row
@@ -233,6 +250,14 @@ class SweepRun:
                     spec = queue.pop(0)
                     expected = expected_wall(self.walls, spec)
                     if deadline is not None and time.monotonic() + expected > deadline:
+                        if not spec.time_only:  # a first-round case the budget cannot hold
+                            self.left_out += [spec.case_id, *(c.case_id for c in queue)]
+                            self.progress.console.print(
+                                f"budget: {len(queue) + 1} first-round cases left out, each "
+                                f"expected to take {expected:.0f} s with {self.sweep.budget:g} s "
+                                "in all (a larger --budget runs them; --resume adds them)",
+                                soft_wrap=True,
+                            )
                         queue = []  # the rest would end past the deadline
                         in_flight -= self.place.drop_waiting()
                         break
@@ -262,7 +287,11 @@ class SweepRun:
         except OSError as err:  # the case's files or its row: nothing more can be kept
             raise output_error(self.sweep.out, err, f"at case {spec.case_id}") from None
         row = rows[0]
-        if spec.time_only and (row.get("wall_s") or {}).get("total"):
+        for r in rows:  # a rotated process's rows share its steps out among them
+            for step, seconds in (r.get("wall_s") or {}).items():
+                if step != "total" and seconds:
+                    self.steps[step] = self.steps.get(step, 0.0) + seconds
+        if (row.get("wall_s") or {}).get("total"):
             # the process's whole wall time, by its kind
             self.walls.setdefault(wall_kind(spec), []).append(row["wall_s"]["total"] * len(rows))
         if row["status"] != "ok":
@@ -275,41 +304,115 @@ class SweepRun:
         self.progress.advance(self.task)
 
     def spend_budget(self) -> None:
-        """Rounds of time-only processes, one per strategy of every group whose strategy
-        comparisons are still unclear, in an order shuffled per look, until every verdict is
-        decided, the looks are used up (``sweep.looks``: each look adds twice the rounds of
-        the last) or the budget is spent. The budget holds the report too: no process starts
-        that would end later than the report needs (``REPORT_LOOKS`` times one look's
-        verdicts). A look judges only after every process of the one before it finished."""
+        """Rounds of time-only processes for the strategies that still have a time comparison
+        ``unclear`` (each look's verdicts held to its share of alpha, ``stats.look_alpha``),
+        in an order shuffled per look, until every verdict is decided, the looks are used up
+        (``sweep.looks``: each look adds twice the rounds of the last) or the budget is spent;
+        a strategy whose comparisons are all decided gets no more processes. Each process runs
+        the pairs planned for its group (``budget.plan_pairs``). The budget holds the report
+        too: no process starts that would end later than the report needs (``REPORT_LOOKS``
+        times one look's verdicts). A look judges only after every process of the one before it
+        finished; run.json records each look's plan and the looks taken (the report's alpha)."""
         sweep = self.sweep
         shuffle = random.Random(sweep.seed)
         first = [c for c in cases(sweep, self.run_id, self.git) if not c.control and c.round == 0]
         next_round = max((r.round for r in results.read(sweep.out)), default=0) + 1
-        for look in range(1, sweep.looks):
+        while self.taken < sweep.looks:
             looked = time.monotonic()
-            groups, unclear = open_groups(sweep)
+            found = look(sweep, self.taken)
             report_s = REPORT_LOOKS * (time.monotonic() - looked) + REPORT_S
-            deadline = self.started + sweep.budget - report_s
-            if not groups or time.monotonic() >= deadline:
+            deadline = self.deadline(report_s)
+            if not found.open or time.monotonic() >= deadline:
                 return
+            plans = {
+                g: plan_pairs(found.entries, g, sweep.repeat, sweep.plan_pairs) for g in found.open
+            }
+            pairs = {g: plan.pairs for g, plan in plans.items()}
             # each look doubles what the last added (1, 2, 4, ... rounds): few looks, many
             # processes
-            rounds = range(next_round, next_round + 2 ** (look - 1))
-            here = [c for c in first if group_of(c) in groups]
-            specs = [s for r in rounds for s in round_specs(here, r, sweep.rotate)]
+            rounds = range(next_round, next_round + 2 ** (self.taken - 1))
+            here = still_open(first, found)
+            specs = [s for r in rounds for s in round_specs(here, r, sweep.rotate, pairs)]
             while len(specs) < self.place.capacity:  # a look fills the cluster's slots
                 rounds = range(rounds[0], rounds[-1] + 2)
-                specs += round_specs(here, rounds[-1], sweep.rotate)
+                specs += round_specs(here, rounds[-1], sweep.rotate, pairs)
             shuffle.shuffle(specs)
+            strategies = sorted({c.label for c in here})
             self.progress.console.print(
-                f"look {look + 1} of at most {sweep.looks}: {unclear} comparisons still unclear "
-                f"in {len(groups)} group(s): {len(specs)} time-only processes (rounds "
-                f"{rounds[0]}-{rounds[-1]})"
+                escape(
+                    f"look {self.taken + 1} of at most {sweep.looks}: {found.unclear} "
+                    f"comparisons still unclear in {len(found.open)} group(s), "
+                    f"{len(strategies)} strategies open: {len(specs)} time-only processes "
+                    f"(rounds {rounds[0]}-{rounds[-1]}), "
+                    f"{'/'.join(str(p) for p in sorted(set(pairs.values())))} pairs each"
+                ),
+                soft_wrap=True,
+            )
+            self.plan.append(
+                {
+                    "look": self.taken + 1,
+                    "unclear": found.unclear,
+                    "strategies": strategies,
+                    "processes": len(specs),
+                    "rounds": [rounds[0], rounds[-1]],
+                    "pairs": [
+                        {"group": list(g), **plans[g].record()} for g in sorted(plans, key=repr)
+                    ],
+                    "rule": PLAN_RULE,
+                }
             )
             self.run_cases(specs, deadline)
+            self.taken += 1  # the data of one more look, even where the deadline cut it short
+            self.save()
             if self.interrupted or self.not_run:
                 return
             next_round += len(rounds)
+
+    def save(self) -> dict:
+        """run.json again, with the looks taken, each look's plan and the wall's figures
+        (``wall``, returned)."""
+        wall = self.wall()
+        run = RunFile.read(self.sweep.out)
+        if run is None:
+            return wall
+        run.looks_taken, run.plan, run.wall = self.taken, self.plan, wall
+        try:
+            write_whole(self.sweep.out / RUN, json.dumps(run.to_json(), indent=1))
+        except OSError as err:
+            raise output_error(self.sweep.out, err, "writing run.json") from None
+        return wall
+
+    def wall(self) -> dict:
+        """Where the sweep's wall time went: its seconds, the processes' seconds by step, and
+        the timed share (timed-window seconds over the sweep's wall seconds)."""
+        wall = time.monotonic() - self.started
+        timed = self.steps.get("timed_pairs", 0.0)
+        return {
+            "sweep_s": wall,
+            "timed_s": timed,
+            "timed_share": timed / wall if wall > 0 else None,
+            "steps": dict(sorted(self.steps.items(), key=lambda item: -item[1])),
+            "left_out": self.left_out,
+        }
+
+    def say_share(self, console, wall: dict) -> None:
+        """The timed share and where the rest went (``wall``: run.json's figures)."""
+        steps = wall["steps"]
+        rest = ", ".join(
+            f"{step.replace('_', ' ')} {seconds:.0f} s"
+            for step, seconds in steps.items()
+            if step != "timed_pairs" and seconds >= 0.5
+        )
+        share = wall["timed_share"] or 0.0
+        console.print(
+            escape(
+                f"timed share {share:.0%}: {wall['timed_s']:.0f} s of timed windows in "
+                f"{wall['sweep_s']:.0f} s before the report; the processes' other steps: "
+                f"{rest or 'none'} (the gaps between processes and the looks' verdicts are "
+                "the rest)"
+            ),
+            soft_wrap=True,
+        )
 
 
 def finish(sweep: Sweep, console, failed: int, interrupted: bool, not_run: int = 0) -> int:

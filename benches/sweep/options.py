@@ -32,7 +32,17 @@ def build_parser() -> argparse.ArgumentParser:
         "reference workload (run: a sweep; case: one case by hand)",
     )
     commands = parser.add_subparsers(dest="command", parser_class=_Parser)
-    run = commands.add_parser("run", help="run a sweep of strategies on the reference workload")
+    run = commands.add_parser(
+        "run",
+        help="run a sweep of strategies on the reference workload",
+        description="A sweep of strategies: every case in a fresh process, verdicts and an "
+        "HTML report. It ends by printing its timed share: the seconds spent in timed windows "
+        "(the pairs that every figure is made of) over the sweep's wall seconds before the "
+        "report, with the processes' other steps (start, setup, gradient check, warm-up, "
+        "memory pass, ...). A high share is a sweep spent measuring; a low one was spent "
+        "starting processes and checking (small budgets, big models, ranks). run.json's "
+        "'wall' and the page's run section hold the same figures.",
+    )
     sweep_options(run)
     run.add_argument(
         "--quick",
@@ -90,7 +100,10 @@ def setting_options(run: argparse.ArgumentParser) -> None:
         text = meta["help"].format(
             default=shown, choices=CHOICES.get(f.name, ""), quick=QUICK.get(f.name, "")
         )
-        how = ACTIONS.get(meta["kind"], {"default": meta["cli_default"]})
+        # a planned setting's option is None when not given: the sweep plans it from there
+        how = ACTIONS.get(
+            meta["kind"], {"default": None if meta["planned"] else meta["cli_default"]}
+        )
         if meta["metavar"]:
             how = {**how, "metavar": meta["metavar"]}
         run.add_argument(meta["flag"], dest=meta["dest"] or f.name, help=text, **how)
@@ -107,10 +120,11 @@ def sweep_options(run: argparse.ArgumentParser) -> None:
     )
     run.add_argument(
         "--budget",
-        help=f"seconds the sweep may take in all: after the first round it adds time-only "
-        f"processes, round by round in shuffled order, to the groups whose strategy "
-        f"comparisons are still unclear (default {DEFAULT_BUDGET:g}; --quick: "
-        f"{QUICK['budget']}; 0: no rounds added)",
+        help=f"seconds the sweep may take in all, its first round included (a case that "
+        f"would end past it is left out, and said): after the first round it adds time-only "
+        f"processes, round by round in shuffled order, for the strategies whose comparisons "
+        f"are still unclear (default {DEFAULT_BUDGET:g}; --quick: {QUICK['budget']}; 0: no "
+        f"rounds added, nothing left out)",
     )
     run.add_argument(
         "--no-rotate",

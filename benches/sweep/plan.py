@@ -18,8 +18,9 @@ def cases(sweep: Sweep, run_id: str, git: dict[str, Any]) -> list[CaseSpec]:
     to round.
 
     With one round, the control strategy runs in ``sweep.controls`` processes at every (K, N)
-    (rounds 1, 2, ... marked ``control``): the spread between its processes is the
-    between-process noise, measured at every (K, N) of every sweep.
+    (rounds 1, 2, ... marked ``control``, time-only): the spread between its processes is the
+    between-process noise, measured at every (K, N) of every sweep; the checks run once per
+    case, in its first process.
     """
     # the swept settings but the strategy: the sweep holds each one's values under its name
     axes = [name for name in SWEPT if name != "strategy"]
@@ -56,6 +57,9 @@ def cases(sweep: Sweep, run_id: str, git: dict[str, Any]) -> list[CaseSpec]:
                         run_id=run_id,
                         round=r,
                         control=is_control,
+                        # the control's extra processes measure the noise between processes:
+                        # time alone (its first process checked it), as every added process
+                        time_only=is_control,
                         plain_timeline=first,
                         out_dir=str(sweep.out),
                         git=git,

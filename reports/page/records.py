@@ -285,6 +285,10 @@ class Wall(Struct):
     processes: int  # a process shared by rotated strategies counts once
     time_only: int  # of them, processes added for time alone
     steps: list[WallStep]  # largest first
+    # the sweep's own clock (run.json's ``wall``, where the sweep recorded it): its seconds
+    # before the report, and the timed share, timed-window seconds over them
+    sweep_s: float | None = None
+    timed_share: float | None = None
 
 
 class CaseProfile(Struct):
@@ -384,8 +388,8 @@ class Answer(Struct):
 
     k: int
     n: int
-    candidates: int  # strategies that could be the answer (not noisy, not leaking)
-    excluded_noisy: list[str]
+    candidates: int  # strategies that could be the answer (not leaking, not decided slower)
+    under_pressure: list[str]  # measured under CPU pressure: stated beside the answer
     excluded_leaking: list[Growth]
     resolution: float | None  # the smallest difference the sweep tells apart here
     between_process_sd: float | None

@@ -138,7 +138,7 @@ def the_run(directory: Path, rows: list[Row], run: RunFile) -> TheRun:
         first=first,
         rows=len(rows),
         ok_rows=len(ok_rows),
-        wall=wall_time(rows),
+        wall=wall_time(rows, run),
         parallel=first.parallel or "none",
         failed=[r for r in rows if not r.ok],
         noisy=[r.case_id for r in ok_rows if noise.noisy(r)],
@@ -157,9 +157,10 @@ def environment(run: RunFile, first: Row) -> dict[str, Any]:
     return {**run.env, **first.env}
 
 
-def wall_time(rows: list[Row]) -> Wall:
+def wall_time(rows: list[Row], run: RunFile | None = None) -> Wall:
     """Where the sweep's wall time went: each step's seconds summed over its cases' processes
-    (the rows' ``wall_s``), largest first, with its share of the total."""
+    (the rows' ``wall_s``), largest first, with its share of the total; the sweep's own clock
+    and its timed share where run.json has them (``run.wall``)."""
     steps: dict[str, float] = {}
     for r in rows:
         for step, seconds in (r.wall_s or {}).items():
@@ -173,6 +174,8 @@ def wall_time(rows: list[Row]) -> Wall:
         processes=len({process_of(r) for r in rows if r.wall_s}),
         time_only=len({process_of(r) for r in rows if r.time_only}),
         steps=[WallStep(s, v, v / total if total else None) for s, v in ordered],
+        sweep_s=(run.wall or {}).get("sweep_s") if run else None,
+        timed_share=(run.wall or {}).get("timed_share") if run else None,
     )
 
 

@@ -61,6 +61,7 @@ def setting(
     metavar: str | None = None,
     factory: Any = None,
     choices: tuple[str, ...] | None = None,
+    planned: bool = False,
 ) -> Any:
     """A field of ``CaseSettings`` with its metadata.
 
@@ -73,11 +74,13 @@ def setting(
     the device); dest: the parser's name for it where it differs; minimum, maximum: an
     integer's range (a swept integer's every value); added_later: rows written before it
     existed ran its default; choices: the values it takes, checked where it is read
-    (``check_value``: on the command line and where the engine builds its loop).
+    (``check_value``: on the command line and where the engine builds its loop); planned: a
+    sweep plans it where the option is not given (``cli_default`` is then its floor).
     """
     if kind not in KINDS:
         raise ValueError(f"unknown setting kind {kind!r}; valid: {', '.join(KINDS)}")
     metadata = {
+        "planned": planned,
         "flag": flag,
         "help": help,
         "kind": kind,
@@ -178,7 +181,10 @@ class CaseSettings:
         kind="int",
         minimum=1,
         cli_default="8",  # with the control processes, the default sweep fits 15 min on 2 cores
-        help="measured pairs (strategy window + plain-loop window) per case (default {default})",
+        planned=True,
+        help="measured pairs (strategy window + plain-loop window) per case (default {default}); "
+        "not given, the processes a sweep adds run the pairs it plans from the costs and "
+        "variances measured so far (between {default} and 4x that)",
     )
     warmup: int = setting(
         2,
