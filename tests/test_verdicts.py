@@ -442,16 +442,19 @@ def test_median_ci_is_the_order_statistic_interval_of_its_definition(n):
 
 # -- issue 49: alpha spent over the looks taken, each side's own floor, same under control --------
 def test_alpha_is_spent_over_the_looks_a_sweep_took():
-    """Lan-DeMets, Pocock type: the interim looks' levels and the final one's add up to alpha
-    whatever look the sweep stopped at; a sweep that looked once tests at alpha itself."""
+    """Lan-DeMets, O'Brien-Fleming type: the interim looks' levels and the final one's add up
+    to alpha whatever look the sweep stopped at; a sweep that looked once tests at alpha
+    itself; the last of six looks keeps more than Bonferroni's share (0.05 / 6)."""
     assert stats.final_alpha(1, 6) == pytest.approx(stats.ALPHA)
     for taken in range(1, 7):
         interim = sum(stats.look_alpha(i, 6) for i in range(1, taken))
         assert interim + stats.final_alpha(taken, 6) == pytest.approx(stats.ALPHA)
     steps = [stats.look_alpha(i, 6) for i in range(1, 7)]
-    assert all(a > b > 0 for a, b in itertools.pairwise(steps))  # more spent early
+    assert all(0 < a < b for a, b in itertools.pairwise(steps))  # little spent early
     assert stats.final_alpha(6, 6) == pytest.approx(steps[-1])
-    assert stats.look_alpha(1, 6) > stats.ALPHA / 6  # more than Bonferroni's share at look 1
+    # 2 - 2 Phi(1.96 / sqrt(5 / 6)) spent by look 5: 0.0318, so the sixth keeps 0.0182
+    assert stats.final_alpha(6, 6) == pytest.approx(0.0182, abs=1e-4)
+    assert stats.final_alpha(6, 6) > stats.ALPHA / 6
     entries = [_entry([_row(s, 1, 1.0), _row(s, 1, 1.0, rnd=1)]) for s in ("a", "b")]
     once = verdicts.verdicts(entries, 0.02, 6, taken=1).error_control
     assert (once.looks, once.looks_taken, once.alpha_per_look) == (6, 1, pytest.approx(0.05))

@@ -21,7 +21,7 @@ __all__ = ["IDENTITY", "OPTION", "PAIRS_FACTOR", "SWEEP_IDENTITY", "CaseSpec"]
 
 # a process the sweep plans (``pairs``) runs at most this many times ``repeat``'s pairs: its
 # timeout allows for it (``sweep.machine.case_timeout``)
-PAIRS_FACTOR = 4
+PAIRS_FACTOR = 8
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,12 +84,15 @@ class CaseSpec(CaseSettings):
 
 def parse_options(text: str) -> dict[str, Any]:
     """``k=v:k2=v2`` -> {k: v, k2: v2}; values true/false/none, integers and floats are
-    converted, anything else stays a string. A ValueError names a malformed item."""
+    converted, anything else stays a string. A ValueError names a malformed item, or a key
+    given twice (the last would win silently)."""
     out: dict[str, Any] = {}
     for item in filter(None, str(text).split(":")):
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise ValueError(f"strategy option {item!r} is not KEY=VALUE")
+        if key.strip() in out:
+            raise ValueError(f"option {key.strip()!r} is given twice; give each option once")
         out[key.strip()] = _value(value.strip())
     return out
 

@@ -482,18 +482,22 @@ def widened(
 
 # -- looks: a sweep that adds rounds until decided tests its data more than once -------------------
 SPENDING = (
-    "Lan-DeMets alpha spending, Pocock type: by look i of at most M a sweep has spent "
-    "alpha ln(1 + (e - 1) i / M); an interim look tests at what that adds, the final one at all "
-    "that the looks actually taken left (Bonferroni over looks)"
+    "Lan-DeMets alpha spending, O'Brien-Fleming type: by look i of at most M a sweep has spent "
+    "2 - 2 Phi(z_(1 - alpha/2) / sqrt(i / M)); an interim look tests at what that adds, the "
+    "final one at all that the looks actually taken left (Bonferroni over looks)"
 )
 
 
 def spent(look: int, looks: int, alpha: float = ALPHA) -> float:
     """The alpha spent by the end of look ``look`` of at most ``looks`` (Lan & DeMets 1983,
-    Pocock-type spending function alpha ln(1 + (e - 1) t), t = look / looks): all of it by the
-    last look, and more early than O'Brien-Fleming's, since a sweep stops as soon as it can."""
+    O'Brien-Fleming-type spending function 2 - 2 Phi(z_(1-alpha/2) / sqrt(t)), t = look /
+    looks): all of it by the last look, little early. A sweep looks early only to stop
+    spending on what is already plain (a strategy far slower than the rest); its gray
+    comparisons are decided at its last look, which keeps most of alpha."""
     t = min(1.0, max(0.0, look / max(1, looks)))
-    return alpha * math.log1p((math.e - 1) * t)
+    if t == 0:
+        return 0.0
+    return float(2 - 2 * sps.norm.cdf(sps.norm.ppf(1 - alpha / 2) / math.sqrt(t)))
 
 
 def look_alpha(look: int, looks: int, alpha: float = ALPHA) -> float:

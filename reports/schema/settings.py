@@ -184,7 +184,7 @@ class CaseSettings:
         planned=True,
         help="measured pairs (strategy window + plain-loop window) per case (default {default}); "
         "not given, the processes a sweep adds run the pairs it plans from the costs and "
-        "variances measured so far (between {default} and 4x that)",
+        "variances measured so far (between {default} and 8x that)",
     )
     warmup: int = setting(
         2,
