@@ -36,7 +36,9 @@ KEPT = ("run.json", "results.jsonl", "verdicts.json", "index.html")
 SAMPLE = "sample.json"
 #: the documents whose generated blocks come from the samples
 DOCUMENTS = ("README.md", "docs/method.md", "docs/sweep.md", "docs/frameworks.md")
-BLOCK = re.compile(r"(<!-- samples: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /samples -->)", re.S)
+START = re.compile(r"<!-- samples: (?P<name>[\w-]+) -->\n")
+END = "<!-- /samples -->"
+MARKER = re.compile(r"<!-- samples: (?P<name>[\w-]+) -->\n|<!-- /samples -->")
 #: a short form for the tests: the same sweep with two pairs per process and no added rounds
 SMOKE = ("--budget", "0", "--repeat", "2")
 
@@ -51,7 +53,7 @@ class UsageError(Exception):
 def recorded_argv(directory: Path) -> list[str]:
     """The sweep's arguments as the sample's run.json recorded them, without ``run`` and
     ``--out``: what ``python -m benches run`` is given again."""
-    argv = json.loads((directory / "run.json").read_text())["env"]["argv"][1:]
+    argv = field(load(directory / "run.json"), directory / "run.json", "env", "argv")[1:]
     if argv[:1] == ["run"]:
         argv = argv[1:]
     out: list[str] = []
@@ -76,6 +78,42 @@ def last_wall(directory: Path) -> float | None:
         return float(json.loads((directory / SAMPLE).read_text())["wall_s"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def load(path: Path):
+    """A sample's JSON file; one that is missing or cannot be read is a ``UsageError`` naming
+    its path."""
+    try:
+        return json.loads(path.read_text())
+    except OSError as err:
+        raise UsageError(f"cannot read {path}: {err.strerror or err}") from None
+    except ValueError as err:
+        raise UsageError(f"cannot read {path}: not JSON ({err})") from None
+
+
+def load_lines(path: Path) -> list:
+    """A sample's JSON-lines file, each line read as ``load`` reads a file."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as err:
+        raise UsageError(f"cannot read {path}: {err.strerror or err}") from None
+    out = []
+    for number, line in enumerate(lines, 1):
+        try:
+            out.append(json.loads(line))
+        except ValueError as err:
+            raise UsageError(f"cannot read {path}:{number}: not JSON ({err})") from None
+    return out
+
+
+def field(data, path: Path, *keys: str):
+    """``data[keys[0]][keys[1]]...``, a missing or mistyped one a ``UsageError`` naming the
+    file and the key."""
+    for key in keys:
+        if not isinstance(data, dict) or key not in data:
+            raise UsageError(f"cannot read {path}: it has no {'.'.join(keys)!r}")
+        data = data[key]
+    return data
 
 
 def clock(seconds: float) -> str:
@@ -126,7 +164,9 @@ def measure(name: str, scratch: Path, smoke: bool = False, flags: list[str] | No
     argv = argv + (list(SMOKE) if smoke else [])
     command = [sys.executable, "-m", "benches", "run", *argv, "--out", str(scratch)]
     started = time.perf_counter()
-    subprocess.run(command, cwd=ROOT, check=True)
+    done = subprocess.run(command, cwd=ROOT)  # its lines (an error's too) pass through
+    if done.returncode != 0:
+        raise SweepFailed(name, done.returncode)
     wall = time.perf_counter() - started
     missing = [f for f in KEPT if not (scratch / f).exists()]
     if missing:
@@ -145,15 +185,15 @@ def keep(scratch: Path, into: Path) -> None:
 
 # -- the figures ----------------------------------------------------------------------------------
 def _verdicts(directory: Path) -> dict:
-    return json.loads((directory / "verdicts.json").read_text())
+    return load(directory / "verdicts.json")
 
 
 def _run(directory: Path) -> dict:
-    return json.loads((directory / "run.json").read_text())
+    return load(directory / "run.json")
 
 
 def _sample(directory: Path) -> dict:
-    return json.loads((directory / SAMPLE).read_text())
+    return load(directory / SAMPLE)
 
 
 def groups(verdicts: dict) -> list[tuple]:
@@ -318,11 +358,11 @@ def gpu_sentence() -> str:
     """docs/sweep.md: the MFU of ``base`` (the base-cuda sample's bf16 rows) and of ``big``
     (its mfu.jsonl, what scripts/gpu_check.sh printed), on the GPU that measured them."""
     d = SAMPLES / "base-cuda"
-    rows = [json.loads(line) for line in (d / "results.jsonl").read_text().splitlines()]
+    rows = load_lines(d / "results.jsonl")
     base = statistics.median(
         r["mfu"]["value"] for r in rows if r.get("precision") == "bf16-autocast" and r.get("mfu")
     )
-    big = [json.loads(line) for line in (d / "mfu.jsonl").read_text().splitlines()]
+    big = load_lines(d / "mfu.jsonl")
     widest = max(r["batch_size"] for r in big)
     eager, compiled = (
         next(r for r in big if r["batch_size"] == widest and r["compile"] is c)
@@ -406,33 +446,95 @@ BLOCKS: dict[str, Callable[[], str]] = {
 }
 
 
+def blocks(document: str, text: str) -> list[tuple[str, int, int]]:
+    """The generated blocks of ``document`` (its ``text``): each one's name and the span of its
+    body. Markers that do not pair up (a start without its end before the next start or the
+    end of the file, an end without a start) are a ``UsageError`` naming the file, the block
+    and the missing marker: such a document is never rewritten (the body up to a later block's
+    end would take the prose between them with it)."""
+    out: list[tuple[str, int, int]] = []
+    opened: re.Match | None = None
+    for marker in MARKER.finditer(text):
+        line = text.count("\n", 0, marker.start()) + 1
+        if marker["name"] is not None:  # a start
+            if opened is not None:
+                raise UsageError(
+                    f"{document}: block {opened['name']!r} has no end marker {END!r} before "
+                    f"the next block starts (line {line}); nothing was rewritten"
+                )
+            opened = marker
+        elif opened is None:
+            raise UsageError(
+                f"{document}:{line}: an end marker {END!r} with no block started before it "
+                "(a '<!-- samples: NAME -->' line); nothing was rewritten"
+            )
+        else:
+            out.append((opened["name"], opened.end(), marker.start()))
+            opened = None
+    if opened is not None:
+        raise UsageError(
+            f"{document}: block {opened['name']!r} has no end marker {END!r}; nothing was rewritten"
+        )
+    return out
+
+
 def stale_blocks(write: bool = False) -> list[str]:
     """Each generated block of the documents that differs from what the samples' files give
-    ("FILE: NAME"); ``write`` rewrites them. An unknown block name is stale too."""
-    stale = []
+    ("FILE: NAME"); ``write`` rewrites them. An unknown block name is stale too. Every document
+    is checked (``blocks``) and every block made before any file is written: a refusal leaves
+    every document as it was."""
+    stale, rewritten = [], {}
     for document in DOCUMENTS:
         path = ROOT / document
         text = path.read_text()
-
-        def fill(match: re.Match, document: str = document) -> str:
-            name = match["name"]
+        pieces, last = [], 0
+        for name, start, end in blocks(document, text):
             make = BLOCKS.get(name)
             body = make() if make else None
-            if body != match["body"]:
+            if body != text[start:end]:
                 stale.append(f"{document}: {name}" + ("" if make else " (no such block)"))
-            return match.group(1) + (body or match["body"]) + match.group(4)
-
-        new = BLOCK.sub(fill, text)
-        if write and new != text:
+            pieces += [text[last:start], body if body is not None else text[start:end]]
+            last = end
+        new = "".join(pieces) + text[last:]
+        if new != text:
+            rewritten[path] = new
+    if write:
+        for path, new in rewritten.items():
             path.write_text(new)
     return stale
 
 
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, no usage block, exit 2
+        raise UsageError(message)
+
+
+class SweepFailed(Exception):
+    """A sample's sweep exited non-zero: its own lines were printed; ``code`` is its exit."""
+
+    def __init__(self, name: str, code: int) -> None:
+        super().__init__(f"sample {name}: its sweep exited {code}")
+        self.code = code
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python scripts/samples.py", description=__doc__.split("\n")[0]
-    )
-    sub = parser.add_subparsers(dest="command", required=True)
+    """The command line: a usage error, a sample whose files cannot be read or a document
+    whose markers do not pair up is one line and exit 2, with nothing written; a sweep that
+    fails has printed its own line, and its exit code is passed on."""
+    try:
+        return run(argv)
+    except UsageError as err:
+        print(f"python scripts/samples.py: error: {err}", file=sys.stderr)
+        return 2
+    except SweepFailed as err:
+        print(f"python scripts/samples.py: {err}; the committed sample is unchanged",
+              file=sys.stderr)  # fmt: skip
+        return err.code
+
+
+def run(argv: list[str] | None = None) -> int:
+    parser = Parser(prog="python scripts/samples.py", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     m = sub.add_parser("measure", help="re-run the samples' sweeps and replace their files")
     m.add_argument(
         "names", nargs="*", help="samples to measure (default: every one this machine can)"
@@ -447,18 +549,17 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--check", action="store_true", help="change nothing; exit 1 if any is stale")
     args = parser.parse_args(argv)
     if args.command == "docs":
-        stale = stale_blocks(write=not args.check)
+        stale = readable(lambda: stale_blocks(write=not args.check))
         for line in stale:
             print(("stale: " if args.check else "rewrote: ") + line)
         return 1 if stale and args.check else 0
+    try:
+        flags = shlex.split(args.flags) if args.flags is not None else None
+    except ValueError as err:
+        raise UsageError(f"--flags {args.flags!r} cannot be split into arguments: {err}") from None
     import torch
 
-    flags = shlex.split(args.flags) if args.flags is not None else None
-    try:
-        todo, kept = plan(args.names, torch.cuda.is_available(), flags)
-    except UsageError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    todo, kept = readable(lambda: plan(args.names, torch.cuda.is_available(), flags))
     for line in kept:
         print(line)
     print(estimate(todo), flush=True)
@@ -477,6 +578,23 @@ def main(argv: list[str] | None = None) -> int:
                 keep(Path(scratch) / name, into)
                 print(f"{name} -> {into}", flush=True)
     return 0
+
+
+def readable(make: Callable):
+    """``make()``, with a sample whose files lack what the docs read (a key, a list cut short)
+    a ``UsageError`` (a file that cannot be read at all is one already: ``load``)."""
+    from reports.judge.rows import SchemaError
+    from reports.schema.records import RecordError
+
+    try:
+        return make()
+    except (SchemaError, RecordError) as err:  # they name the file, its line and the field
+        raise UsageError(str(err)) from None
+    except (KeyError, TypeError, IndexError, ValueError) as err:
+        raise UsageError(
+            f"a sample's files lack what the docs read ({type(err).__name__}: {err}); "
+            "re-measure it (nox -s samples -- NAME)"
+        ) from None
 
 
 if __name__ == "__main__":

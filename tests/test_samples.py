@@ -24,7 +24,7 @@ def test_every_block_of_the_docs_is_what_the_committed_samples_say():
 
 def test_every_generated_block_appears_in_a_document():
     text = "".join((ROOT / d).read_text() for d in samples.DOCUMENTS)
-    found = {m["name"] for m in samples.BLOCK.finditer(text)}
+    found = {m["name"] for m in samples.START.finditer(text)}
     assert found == set(samples.BLOCKS)
 
 
@@ -83,7 +83,8 @@ def test_an_unknown_sample_exits_2_with_one_line():
     )
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
-        "error: unknown sample 'nope'; valid: base-cuda, frameworks-cpu, quick-cpu, tiny-cpu, "
+        "python scripts/samples.py: error: unknown sample 'nope'; valid: base-cuda, "
+        "frameworks-cpu, quick-cpu, tiny-cpu, "
         "tiny-cpu-bf16 (a new one needs --flags)"
     ]
 

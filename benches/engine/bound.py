@@ -82,6 +82,11 @@ class Bound:
     def window_tokens(self, batches: list) -> float:
         """The window's normaliser (the reference counts non-pad target tokens)."""
         value = self.made.normaliser(batches)
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if not number and not (torch.is_tensor(value) and value.numel() == 1):
+            raise WorkloadError(
+                f"--workload {self.spec!r}: normaliser gave {value!r}; valid: a number > 0"
+            )
         if not value > 0:
             raise WorkloadError(f"--workload {self.spec!r}: normaliser gave {value!r}; valid: > 0")
         return value

@@ -7,10 +7,12 @@ import argparse
 import dataclasses
 import importlib
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
 from benches.engine import frameworks, training
+from benches.engine.builds import folder
 from benches.engine.spec import OPTION, SWEEP_IDENTITY, parse_options
 from benches.sweep.machine import (
     builds_here,
@@ -193,45 +195,52 @@ def resolve(args: argparse.Namespace, nodes: list[dict[str, Any]] | None = None)
     out = output_dir(args)
     base_missing: list[str] = []
     fixed["base"] = fixed["base"] or ""  # not given: the working tree alone
+    created = None  # what --base wrote into --out: removed again if a later check refuses
     if fixed["base"] and not waiting:
         from benches.sweep import base
 
+        created = base.made(folder(out, base.commit_of(fixed["base"])))
         fixed["base"], names, base_missing = base.for_sweep(fixed["base"], out, names, cluster)
-    fixed.update(
-        preset=preset,
-        device=device,
-        threads=threads,
-        pin=pin,
-        workload=workload,
-        parallel=parallel,
-        mesh=mesh,
-        **recipe,
-    )
-    sweep = Sweep(
-        **fixed,
-        **axes,
-        strategies=names,
-        rounds=rounds,
-        budget=budget,
-        looks=MAX_LOOKS if budget > 0 else 1,
-        plan_pairs=getattr(args, "repeat", None) is None,
-        rotate=not getattr(args, "no_rotate", False),
-        timeout=timeout,
-        resume=args.resume,
-        out=out,
-        min_effect=min_effect,
-        control=control,
-        quick=getattr(args, "quick", False),
-        base_missing=base_missing,
-        **where,
-    )
-    if cluster and not waiting:
-        sweep.pin = resources.pinning_of(args.pin, nodes, sweep)
-    if args.resume and args.pin is None and not waiting:  # the run's own pinning (unpinned
-        sweep.pin = resumed_pin(out, sweep.pin)  # from before --pin)
-    if args.resume and not waiting:
-        same_settings(sweep)
-    return sweep
+    try:
+        fixed.update(
+            preset=preset,
+            device=device,
+            threads=threads,
+            pin=pin,
+            workload=workload,
+            parallel=parallel,
+            mesh=mesh,
+            **recipe,
+        )
+        sweep = Sweep(
+            **fixed,
+            **axes,
+            strategies=names,
+            rounds=rounds,
+            budget=budget,
+            looks=MAX_LOOKS if budget > 0 else 1,
+            plan_pairs=getattr(args, "repeat", None) is None,
+            rotate=not getattr(args, "no_rotate", False),
+            timeout=timeout,
+            resume=args.resume,
+            out=out,
+            min_effect=min_effect,
+            control=control,
+            quick=getattr(args, "quick", False),
+            base_missing=base_missing,
+            **where,
+        )
+        if cluster and not waiting:
+            sweep.pin = resources.pinning_of(args.pin, nodes, sweep)
+        if args.resume and args.pin is None and not waiting:  # the run's own pinning (unpinned
+            sweep.pin = resumed_pin(out, sweep.pin)  # from before --pin)
+        if args.resume and not waiting:
+            same_settings(sweep)
+        return sweep
+    except BaseException:  # refused after --base wrote its build: nothing stays written
+        if created is not None:
+            shutil.rmtree(created, ignore_errors=True)
+        raise
 
 
 def cluster_settings(args: argparse.Namespace, joined: bool = False) -> dict[str, Any]:
@@ -275,7 +284,7 @@ GIVEN = {
     },
     **{
         name: "--" + name.replace("_", "-")
-        for name in ("out", "control", "rounds", "budget", "timeout", "min_effect")
+        for name in ("out", "control", "rounds", "budget", "timeout", "min_effect", "frameworks")
     },
 }
 
@@ -316,8 +325,15 @@ def strategy_names(args: argparse.Namespace) -> list[str]:
         )
     else:
         names = [strategy_label(n.strip(), known) for n in args.strategies.split(",")]
-    listed = getattr(args, "frameworks", None) or ""
-    names += [framework_label(n.strip(), "--frameworks") for n in listed.split(",") if n.strip()]
+    listed = getattr(args, "frameworks", None)
+    if listed is not None:  # by --strategies' rules: an empty item is refused, never dropped
+        items = [n.strip() for n in listed.split(",")]
+        if "" in items:
+            raise UsageError(
+                f"--frameworks {listed!r} has an empty item; valid: PATH[,PATH...] from "
+                f"{', '.join(frameworks.PATHS)}"
+            )
+        names += [framework_label(n, "--frameworks") for n in items]
     return list(dict.fromkeys(names))
 
 
@@ -363,13 +379,13 @@ def framework_label(text: str, flag: str) -> str:
         raise UsageError(
             f"{flag} {text!r}: unknown framework; valid: {', '.join(frameworks.PATHS)}"
         )
-    if not frameworks.installed(name):
-        raise UsageError(f"{flag} {text!r}: {name} is not installed; {frameworks.EXTRA}")
-    try:
+    try:  # its options first: their valid values do not depend on the package
         parsed = parse_options(options)
         frameworks.check(name, parsed)
     except ValueError as err:
         raise UsageError(f"{flag} {text!r}: {err}") from None
+    if not frameworks.installed(name):
+        raise UsageError(f"{flag} {text!r}: {name} is not installed; {frameworks.EXTRA}")
     return canonical_label(name, parsed)
 
 

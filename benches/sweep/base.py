@@ -11,6 +11,7 @@ problem that leaves nothing to run is a one-line UsageError (exit 2).
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -92,21 +93,44 @@ def for_sweep(
 
 def prepare(ref: str, out: Path, labels: list[str]) -> tuple[str, list[str], list[str]]:
     """(REF's commit, the sweep's labels with each one's base twin after it, the labels the base
-    lacks, each with why)."""
+    lacks, each with why). A refusal leaves nothing written: what it had made under ``out``
+    (``made``) is removed again."""
     sha = commit_of(ref)
     into = folder(out, sha)
-    extract(sha, into)
-    known = set(available(into, sha))
-    with_base, missing = [], []
-    for label in labels:
-        with_base.append(label)
-        if strategy_name(label) in known:
-            with_base.append(base_of(label))
-        else:
-            missing.append(f"{label}: not at the base {sha[:12]} (a new strategy)")
-    if len(with_base) == len(labels):
-        raise UsageError(
-            f"--base {ref!r}: none of the sweep's strategies is at {sha[:12]}; valid there: "
-            f"{', '.join(sorted(known))}"
-        )
+    created = made(into)
+    try:
+        extract(sha, into)
+        known = set(available(into, sha))
+        with_base, missing = [], []
+        for label in labels:
+            with_base.append(label)
+            if strategy_name(label) in known:
+                with_base.append(base_of(label))
+            else:
+                missing.append(f"{label}: not at the base {sha[:12]} (a new strategy)")
+        if len(with_base) == len(labels):
+            raise UsageError(
+                f"--base {ref!r}: none of the sweep's strategies is at {sha[:12]}; valid "
+                f"there: {', '.join(sorted(known))}"
+            )
+    except BaseException:
+        undo(created)
+        raise
     return sha, with_base, missing
+
+
+def made(path: Path) -> Path | None:
+    """The outermost folder of ``path`` that does not exist yet (what writing it would create),
+    or None where it exists."""
+    first = None
+    for part in [path, *path.parents]:
+        if part.exists():
+            break
+        first = part
+    return first
+
+
+def undo(created: Path | None) -> None:
+    """Remove what a refused command had created (``made``'s answer, taken before)."""
+    if created is not None:
+        shutil.rmtree(created, ignore_errors=True)

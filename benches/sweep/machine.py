@@ -120,23 +120,38 @@ def case_timeout(
 
 
 def check_workload(spec: str, device: str, preset: str, accumulate: int, seed: int) -> None:
-    """Build the workload once here, so that a bad spec is one usage line, not N failed cases."""
+    """Build the workload once here and call everything the protocol requires on one window
+    (``batches(0)``, ``normaliser`` of it, ``loss`` of its first micro-batch), so that a spec
+    or a workload that breaks the protocol is one usage line, not N failed cases."""
     import gc
 
     import torch
 
+    step = "building it"
     try:
         made = bound.build(
             spec, protocol.Settings(device=device, seed=seed, accumulate=accumulate, preset=preset)
         )
-        made.batches(0)
+        step = "batches(0)"
+        batches = made.batches(0)
+        step = "normaliser(batches(0))"
+        tokens = made.window_tokens(batches)
+        step = "loss(the first micro-batch)"
+        loss = made.loss(batches[0], tokens)
+        if not (isinstance(loss, torch.Tensor) and loss.numel() == 1 and loss.requires_grad):
+            shown = f"a tensor of shape {tuple(loss.shape)}" if torch.is_tensor(loss) else loss
+            raise protocol.WorkloadError(
+                f"--workload {spec!r}: loss gave {shown!r}; valid: a one-element tensor that "
+                "requires grad (the micro-batch's loss)"
+            )
+        del batches, loss
     except protocol.WorkloadError as err:
         raise UsageError(str(err)) from None
     except SystemExit as err:  # a workload's sys.exit is its failure, not the sweep's exit
         raise UsageError(f"--workload {spec!r} called sys.exit({err.code!r})") from None
     except Exception as err:
         raise UsageError(
-            f"--workload {spec!r}: batches(0) raised {type(err).__name__}: "
+            f"--workload {spec!r}: {step} raised {type(err).__name__}: "
             + str(err).replace("\n", " ")
         ) from None
     del made

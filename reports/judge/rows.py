@@ -110,10 +110,13 @@ def _row(line: bytes, where: str) -> Row:
 
 
 def _version(version: Any, where: str) -> None:
-    if (version or 1) != SCHEMA_VERSION:
+    """A row of another schema version (or one whose version is not an integer: ``"2"``) is a
+    SchemaError showing the value as the file writes it."""
+    version = 1 if version is None else version
+    if type(version) is not int or version != SCHEMA_VERSION:
         raise SchemaError(
-            f"{where}: schema_version {version or 1} rows cannot be read (this version reads "
-            f"{SCHEMA_VERSION}: paired overheads and exact memory); rerun the sweep"
+            f"{where}: rows of schema_version {json.dumps(version)} cannot be read (this "
+            f"version reads {SCHEMA_VERSION}: paired overheads and exact memory); rerun the sweep"
         )
 
 

@@ -13,7 +13,7 @@ from reports.judge import decision, leaks, noise, stats, verdicts, wording
 from reports.judge.rows import memory_note, strategy_order
 from reports.page.records import Answer, Pick, Reference, Slope, SlopePoint
 from reports.schema.records import Entry, RecordError, RunFile
-from reports.schema.verdict_records import Verdict, VerdictFile
+from reports.schema.verdict_records import Verdict, VerdictFile, held_to_version
 
 
 def default_case(run: RunFile, entries: list[Entry]) -> tuple[int, int] | None:
@@ -215,6 +215,7 @@ def full_sweep(entries: list[Entry], k: int, n: int) -> Reference | None:
             run = RunFile.read(folder)
             judged = json.loads((folder / "verdicts.json").read_text(encoding="utf-8"))
             rows = len((folder / "results.jsonl").read_text(encoding="utf-8").splitlines())
+            held_to_version(judged, str(folder / "verdicts.json"))  # another version's: skipped
         except (OSError, ValueError, RecordError):
             continue
         if run is None or not _same_kind(run.sweep, e):

@@ -33,6 +33,7 @@ from reports.schema.verdict_records import (
     Comparison,
     Growth,
     VerdictFile,
+    held_to_version,
 )
 
 
@@ -49,6 +50,11 @@ def load(path: Path) -> CompareFile | VerdictFile:
         raise GateError(f"cannot read {str(path)!r}: {err.strerror or err}") from None
     except ValueError as err:
         raise GateError(f"{str(path)!r} is not JSON ({err})") from None
+    if isinstance(data, dict):  # another version's file is named as such, before its parts
+        try:
+            held_to_version(data, str(path))
+        except RecordError as err:
+            raise GateError(str(err)) from None
     if not isinstance(data, dict) or not isinstance(data.get("comparisons"), list):
         raise GateError(
             f"{str(path)!r} has no 'comparisons' list; valid files: compare.json "

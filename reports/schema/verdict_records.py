@@ -18,6 +18,7 @@ rules that fill the records are in ``reports.judge.verdicts`` (words), ``reports
 from __future__ import annotations
 
 import enum
+import json
 import math
 from pathlib import Path
 from typing import Any, ClassVar, Self
@@ -27,6 +28,23 @@ from msgspec import Struct, field, structs, to_builtins
 from reports.schema.records import Paired, RecordError, convert, write_json
 
 VERDICTS_SCHEMA_VERSION = 1  # of verdicts.json and compare.json (rows: rows.SCHEMA_VERSION)
+
+
+def held_to_version(data: dict[str, Any], what: str) -> None:
+    """A verdicts.json or compare.json of another ``schema_version`` (or one that is not an
+    integer) is a RecordError naming the version found, as the file writes it, and the one
+    this version reads; a file without one is of version 1, the first."""
+    if not isinstance(data, dict):
+        raise RecordError(f"{what} is not an object")
+    found = data.get("schema_version", 1)
+    if type(found) is not int or found != VERDICTS_SCHEMA_VERSION:
+        shown = json.dumps(found)
+        raise RecordError(
+            f"{what} has schema_version {shown}; this version reads {VERDICTS_SCHEMA_VERSION} "
+            "(make it again with this version: python -m reports build DIR, or compare)"
+        )
+
+
 VERDICTS = "verdicts.json"
 COMPARE = "compare.json"
 
@@ -427,6 +445,7 @@ class VerdictFile(Struct, kw_only=True, forbid_unknown_fields=True):
     def from_json(cls, data: Any) -> VerdictFile:
         if not isinstance(data, dict):
             raise RecordError("verdicts.json is not an object")
+        held_to_version(data, "verdicts.json")
         lists = {
             "noise_floor": GroupNoise,
             "overheads": CaseOverhead,
@@ -523,6 +542,7 @@ class CompareFile(Struct, kw_only=True, forbid_unknown_fields=True):
     def from_json(cls, data: Any) -> CompareFile:
         if not isinstance(data, dict):
             raise RecordError("compare.json is not an object")
+        held_to_version(data, "compare.json")
         parts = {
             "resolution": lambda v: [
                 convert(Resolution, x, f"resolution[{i}]")
