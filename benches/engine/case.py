@@ -245,7 +245,8 @@ def timed_pairs(
         mine, plain, _ = runner.pair(i, *timed[i % 2])
         return mine["window"] + plain["window"]
 
-    warmed = warmup.warm_up(warm_pair, spec.warmup)
+    ranked = spec.parallel != "none"  # every rank stops warming up at the same pair
+    warmed = warmup.warm_up(warm_pair, spec.warmup, distributed.every_rank if ranked else None)
     wall.lap("warmup")
     if workload.device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(workload.device)

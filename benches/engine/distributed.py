@@ -309,6 +309,16 @@ def _name(function: Any) -> str | None:
     return f"{function.__module__}.{function.__qualname__}"
 
 
+def every_rank(flag: bool) -> bool:
+    """Whether ``flag`` holds on every rank (a collective: every rank calls it at the same
+    point); ``flag`` itself without a process group."""
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return flag
+    gathered: list[Any] = [None] * torch.distributed.get_world_size()
+    torch.distributed.all_gather_object(gathered, bool(flag))
+    return all(gathered)
+
+
 def gather(value: Any, world: int) -> list[Any]:
     gathered: list[Any] = [None] * world
     torch.distributed.all_gather_object(gathered, value)

@@ -30,12 +30,21 @@ def steady(seconds: list[float], least: int) -> bool:
     return seconds[-1] >= (1 - DRIFT) * seconds[-2]
 
 
-def warm_up(pair: Callable[[int], float], least: int) -> list[float]:
+def warm_up(
+    pair: Callable[[int], float],
+    least: int,
+    agree: Callable[[bool], bool] | None = None,
+) -> list[float]:
     """Run ``pair(i)`` (one warm-up pair, its seconds) until ``steady`` or ``least + CAP``
-    pairs; every pair's seconds."""
+    pairs; every pair's seconds. ``agree(steady)``: under ranks, whether every rank is steady
+    (each rank's windows are timed on its own, and ranks that stopped at different pairs would
+    wait on each other's collectives for ever): all ranks stop together."""
     seconds: list[float] = []
     while len(seconds) < max(2, least) + CAP:
         seconds.append(pair(len(seconds)))
-        if steady(seconds, least):
+        done = steady(seconds, least)
+        if agree is not None:
+            done = agree(done)
+        if done:
             break
     return seconds
