@@ -60,8 +60,8 @@ def print_summary(
     if report.noisy:
         console.print(
             f"[yellow]warning[/yellow]: {len(report.noisy)} cases ran while other work held "
-            f"the CPU ({noise_rule(report)}): they are left out of the answer; rerun on a quiet "
-            "machine or with --threads 1"
+            f"the CPU ({noise_rule(report)}): their intervals are wider and the answer names "
+            "them; a quiet machine or --threads 1 narrows them"
         )
     for line in build_lines(report):
         console.print(escape(line))

@@ -2,7 +2,7 @@
 pressure, involuntary switches), and a group's variance between processes and between machines,
 the borrowing rule and the resolution it gives. ``verdicts`` decides with them.
 
-- ``case_noise``: a process ran on a busy machine (``noisy``: left out of the answer);
+- ``case_noise``: a process ran on a busy machine (``noisy``: stated beside the answer);
 - ``group_key``: the cases that run the same loop (K, N, precision, grad_sync, recipe, ranks);
 - ``noise``: the variance between processes per group, the borrowing rule (``pooled_from``) and
   the resolution; the variance between machines (``machines.between_machines``);
