@@ -342,7 +342,7 @@ def test_old_schema_rows_are_refused_in_one_line(tmp_path):
         assert done.returncode == 2, done.stderr
         assert done.stderr.count("\n") == 1, done.stderr
         assert done.stderr.startswith("python -m reports: error: ")
-        assert "schema_version 1 rows cannot be read" in done.stderr
+        assert "rows of schema_version 1 cannot be read" in done.stderr
         assert f"results.jsonl:{len(rows)}:" in done.stderr  # the line
         assert "Traceback" not in done.stderr
         assert not (directory / "index.html").exists()
