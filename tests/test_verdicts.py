@@ -242,17 +242,20 @@ def _planted(truth: dict[str, float], processes: dict[str, int], sd: float, seed
     overhead is the strategy's true one, plus an offset of the process (SD ``sd``), plus each
     pair's own noise (SD 1%)."""
     rng = np.random.default_rng(seed)
-    entries = []
-    for strategy, log_true in truth.items():
-        rows = []
-        for r in range(processes[strategy]):
-            offset = rng.normal(0, sd)
-            plain = 0.01 * np.exp(rng.normal(0, 0.01, 8))
-            window = plain * np.exp(log_true + offset + rng.normal(0, 0.01, 8))
-            rows.append({**_row(strategy, 1, 1.0, rnd=r), "samples": {
-                "window": window.tolist(), "plain_window": plain.tolist()}})  # fmt: skip
-        entries.append(_entry(rows))
-    return entries
+    return [_processes(s, log_true, processes[s], sd, rng) for s, log_true in truth.items()]
+
+
+def _processes(strategy: str, log_true: float, count: int, sd: float, rng):
+    """One strategy's entry of ``count`` processes of 8 pairs: its true log overhead, plus an
+    offset of the process (SD ``sd``), plus each pair's own noise (SD 1%)."""
+    rows = []
+    for r in range(count):
+        offset = rng.normal(0, sd)
+        plain = 0.01 * np.exp(rng.normal(0, 0.01, 8))
+        window = plain * np.exp(log_true + offset + rng.normal(0, 0.01, 8))
+        rows.append({**_row(strategy, 1, 1.0, rnd=r), "samples": {
+            "window": window.tolist(), "plain_window": plain.tolist()}})  # fmt: skip
+    return _entry(rows)
 
 
 @pytest.mark.slow  # 2,000 simulated sweeps
@@ -520,18 +523,10 @@ def _nested(truth: dict[str, float], processes: dict[str, int], seed: int):
     """``_planted``'s entries (2% SD between processes, 1% per pair), each strategy's processes
     from a stream of its own: a look with more processes holds the earlier ones, as a sweep's
     rows do."""
-    entries = []
-    for i, (strategy, log_true) in enumerate(truth.items()):
-        rng = np.random.default_rng([seed, i])
-        rows = []
-        for r in range(processes[strategy]):
-            offset = rng.normal(0, 0.02)
-            plain = 0.01 * np.exp(rng.normal(0, 0.01, 8))
-            window = plain * np.exp(log_true + offset + rng.normal(0, 0.01, 8))
-            rows.append({**_row(strategy, 1, 1.0, rnd=r), "samples": {
-                "window": window.tolist(), "plain_window": plain.tolist()}})  # fmt: skip
-        entries.append(_entry(rows))
-    return entries
+    return [
+        _processes(s, log_true, processes[s], 0.02, np.random.default_rng([seed, i]))
+        for i, (s, log_true) in enumerate(truth.items())
+    ]
 
 
 @pytest.mark.slow  # 300 simulated sequential sweeps
