@@ -370,7 +370,8 @@ class SweepRun:
 
     def save(self) -> dict:
         """run.json again, with the looks taken, each look's plan and the wall's figures
-        (``wall``, returned)."""
+        (``wall``, returned); a run.json that cannot be written is a warning (the old one stays
+        whole: ``write_whole``), never the end of the sweep or its report."""
         wall = self.wall()
         run = RunFile.read(self.sweep.out)
         if run is None:
@@ -378,8 +379,9 @@ class SweepRun:
         run.looks_taken, run.plan, run.wall = self.taken, self.plan, wall
         try:
             write_whole(self.sweep.out / RUN, json.dumps(run.to_json(), indent=1))
-        except OSError as err:
-            raise output_error(self.sweep.out, err, "writing run.json") from None
+        except OSError as err:  # the rows and the report matter more: said, not raised
+            said = output_error(self.sweep.out, err, "writing run.json")
+            self.progress.console.print(f"[yellow]warning[/yellow]: {escape(str(said))}")
         return wall
 
     def wall(self) -> dict:
