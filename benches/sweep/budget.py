@@ -84,9 +84,10 @@ PLAN_RULE = (
     "pairs per time-only process n* = sqrt((c_process / c_pair) x (s2_pair / s2_process)) "
     "(Kalibera & Jones, ISMM 2013: the count that minimises the interval for the time spent), "
     "from the group's processes so far: c_process its start, setup, warm-up and teardown, "
-    "c_pair a timed pair, s2_pair the variance of one pair's log ratio in a process, "
-    "s2_process the variance between processes beyond what their pairs explain; between "
-    "--repeat and PAIRS_FACTOR x --repeat; --repeat given: that"
+    "c_pair a timed pair (a rotated process's round: one pair of each of its strategies), "
+    "s2_pair the variance of one pair's log ratio in a process, s2_process the variance "
+    "between processes beyond what their pairs explain; between --repeat and "
+    "PAIRS_FACTOR x --repeat; --repeat given: that"
 )
 
 
@@ -117,20 +118,25 @@ def plan_pairs(entries: list, group: tuple, repeat: int, planned: bool) -> Pairs
         return PairsPlan(repeat, why="--repeat given")
     here = [e for e in entries if group_of_record(e.k, e.n, case_fields(e)) == group]
     rows = [r for e in here for r in e.rows]
+    # per process (a rotated one's rows share its steps out): its overhead, its timed seconds
+    # and its pairs (rounds: every strategy of a rotated process has one pair a round)
     overhead: dict[str, float] = {}
-    timed_s, pairs, s2_pairs = 0.0, 0, []
+    timed: dict[str, float] = {}
+    rounds: dict[str, int] = {}
+    s2_pairs = []
     for r in rows:
-        wall = r.wall_s or {}
-        overhead[process_of(r)] = overhead.get(process_of(r), 0.0) + sum(
+        wall, process = r.wall_s or {}, process_of(r)
+        overhead[process] = overhead.get(process, 0.0) + sum(
             wall.get(step) or 0.0 for step in OVERHEAD_STEPS
         )
         mine, plain = r.samples.get("window") or [], r.samples.get("plain_window") or []
         if mine and plain and wall.get("timed_pairs"):
-            timed_s += wall["timed_pairs"]
-            pairs += len(mine)
+            timed[process] = timed.get(process, 0.0) + wall["timed_pairs"]
+            rounds[process] = len(mine)
             logs = stats.log_ratios(mine, plain)
             if logs.size >= 2:
                 s2_pairs.append(float(logs.var(ddof=1)))
+    timed_s, pairs = sum(timed.values()), sum(rounds.values())
     between, df = stats.pooled_variance([list(process_figures(e).values()) for e in here])
     if not (pairs and s2_pairs and overhead and between is not None and df):
         return PairsPlan(repeat, why="not measured yet")
@@ -139,7 +145,7 @@ def plan_pairs(entries: list, group: tuple, repeat: int, planned: bool) -> Pairs
     s2_pair = statistics.fmean(s2_pairs)
     # what the pairs of a process contribute to the variance between processes is not the
     # processes' own: s2_process is the rest (a floor of 1% of s2_pair / repeat: never zero)
-    s2_process = max(between - s2_pair / max(1, pairs / len(overhead)), s2_pair / repeat / 100)
+    s2_process = max(between - s2_pair / max(1, pairs / len(rounds)), s2_pair / repeat / 100)
     best = math.sqrt(c_process / c_pair * s2_pair / s2_process)
     planned_pairs = int(min(PAIRS_FACTOR * repeat, max(repeat, round(best))))
     return PairsPlan(planned_pairs, c_process, c_pair, s2_pair, s2_process, f"n* = {best:.1f}")

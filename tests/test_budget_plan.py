@@ -1,0 +1,69 @@
+"""The budget's plan (benches/sweep/budget.py): pairs per time-only process by Kalibera & Jones
+from measured costs and variances, and only the strategies still open get processes."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from benches.engine.spec import PAIRS_FACTOR, CaseSpec
+from benches.sweep import budget
+from reports.judge import stats
+from reports.judge.noise import process_figures
+from reports.judge.rows import pooled
+from reports.schema.settings import group_of
+from tests.synthetic import as_row, make_row
+
+
+def rows_with_walls(overhead: float, per_pair: float, offsets: dict[str, list[float]]):
+    """Rows of one group: each strategy's processes (one per offset, 16 pairs), each with
+    ``overhead`` seconds of start, setup and warm-up and ``per_pair`` seconds a timed pair."""
+    out = []
+    for name, shifts in offsets.items():
+        for r, shift in enumerate(shifts):
+            row = make_row(name, overhead=math.exp(shift), repeat=16, round=r, seed=r)
+            row["wall_s"] = {
+                "process_start": overhead / 2,
+                "setup": overhead / 4,
+                "warmup": overhead / 4,
+                "timed_pairs": per_pair * 16,
+                "memory_pass": 100.0,  # a check: a time-only process never pays it
+            }
+            out.append(row)
+    return list(pooled(map(as_row, out)).values())
+
+
+def test_pairs_per_process_follow_kalibera_and_jones():
+    entries = rows_with_walls(8.0, 0.05, {"native": [0.0, 0.02, -0.01], "lazy": [0.01]})
+    group = group_of(entries[0].rows[0])
+    plan = budget.plan_pairs(entries, group, repeat=8, planned=True)
+    assert plan.c_process == 8.0 and math.isclose(plan.c_pair, 0.05)
+    figures = [list(process_figures(e).values()) for e in entries]
+    between, _ = stats.pooled_variance(figures)
+    pairs = [stats.log_ratios(r.samples["window"], r.samples["plain_window"]) for e in entries
+             for r in e.rows]  # fmt: skip
+    s2_pair = float(np.mean([p.var(ddof=1) for p in pairs]))
+    s2_process = max(between - s2_pair / 16, s2_pair / 8 / 100)
+    best = math.sqrt(8.0 / 0.05 * s2_pair / s2_process)
+    assert plan.s2_pair == s2_pair and plan.s2_process == s2_process
+    assert plan.pairs == int(min(PAIRS_FACTOR * 8, max(8, round(best))))
+    assert f"{best:.1f}" in plan.why
+
+
+def test_repeat_given_or_nothing_measured_keeps_repeat():
+    entries = rows_with_walls(8.0, 0.05, {"native": [0.0], "lazy": [0.01]})  # no df
+    group = group_of(entries[0].rows[0])
+    assert budget.plan_pairs(entries, group, 8, planned=True).pairs == 8
+    assert budget.plan_pairs(entries, group, 8, planned=True).why == "not measured yet"
+    assert budget.plan_pairs(entries, group, 8, planned=False).why == "--repeat given"
+
+
+def test_only_the_strategies_still_open_get_processes():
+    first = [
+        CaseSpec(strategy=s, accumulate=k, live_tensors=0, preset="tiny", device="cpu")
+        for k in (1, 4)
+        for s in ("native", "global")
+    ]
+    found = budget.Look(open={group_of(first[0]): {"native"}}, unclear=1, entries=[])
+    assert [(c.strategy, c.accumulate) for c in budget.still_open(first, found)] == [("native", 1)]
