@@ -228,10 +228,14 @@ class SweepRun:
         self.walls: dict[tuple, list[float]] = {}  # processes' walls, by kind
         self.timed_s = 0.0  # seconds of timed windows (the timed pairs) over the processes
         self.steps: dict[str, float] = {}  # the processes' seconds by step (rows' wall_s)
-        recorded = RunFile.read(sweep.out)
+        # a resumed run's looks so far (a new run has no rows to read: its results.jsonl may
+        # be anything until the first row is appended, /dev/full included)
+        recorded = RunFile.read(sweep.out) if sweep.resume else None
         self.plan: list[dict] = list(recorded.plan or []) if recorded else []
-        rounds = [r.round for r in results.read(sweep.out) if r.time_only and not r.control]
-        self.taken = recorded.taken(rounds) if recorded else 1  # looks taken (resume: so far)
+        self.taken = 1  # looks taken
+        if recorded is not None:
+            added = [r.round for r in results.read(sweep.out) if r.time_only and not r.control]
+            self.taken = recorded.taken(added)
 
     def deadline(self, report_s: float) -> float:
         """When the last process must end: the budget less the report's time."""
