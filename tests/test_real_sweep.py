@@ -62,13 +62,10 @@ def test_real_sweep_rows_and_verdicts(real_sweep):
         assert answer.advice.startswith("Use") == (lead.verdict == "lower")
         assert ("tie on speed" in answer.advice) == (lead.verdict != "lower")
 
-        def verdict(a, b, metric):
-            return verdicts.lookup(report.verdicts, a, b, k, n, metric)
-
         overheads = {
             o["strategy"]: o["ratio"] for o in judged["overheads"] if (o["k"], o["n"]) == (k, n)
         }
-        slower = decision.slower_than_another(list(overheads), verdict)
+        slower = decision.slower_than_another(list(overheads), report.verdicts, k, n)
         quick = {s: r for s, r in overheads.items() if s not in slower} or overheads
         assert answer.fastest.strategy == min(quick, key=quick.get)
 

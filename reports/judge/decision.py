@@ -81,7 +81,7 @@ def decide(here: list[Entry], result: VerdictFile, resolution: float | None) -> 
     def verdict(a: str, b: str, metric: str):
         return verdicts.lookup(result, a, b, k, n, metric, case)
 
-    slower = slower_than_another([e.strategy for e in candidates], verdict)
+    slower = slower_than_another([e.strategy for e in candidates], result, k, n, case)
     remaining = [e for e in candidates if e.strategy not in slower] or candidates
     fastest = min(remaining, key=lambda e: e.overhead.ratio or math.inf).strategy
     ties = []
@@ -109,14 +109,17 @@ def decide(here: list[Entry], result: VerdictFile, resolution: float | None) -> 
     return out
 
 
-def slower_than_another(names: list[str], verdict) -> list[str]:
-    """The strategies of ``names`` whose window verdict against another of them is ``higher``:
-    never the answer, whatever a point estimate says."""
+def slower_than_another(
+    names: list[str], result: VerdictFile, k: int, n: int, case: dict | None = None
+) -> list[str]:
+    """The strategies of ``names`` whose window verdict (``result``'s, at K, N and ``case``)
+    against another of them is ``higher``: never the answer, whatever a point estimate says."""
     return [
         a
         for a in names
         if any(
-            (c := verdict(a, b, "window")) is not None and c.verdict == Verdict.HIGHER
+            (c := verdicts.lookup(result, a, b, k, n, "window", case)) is not None
+            and c.verdict == Verdict.HIGHER
             for b in names
             if b != a
         )

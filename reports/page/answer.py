@@ -41,11 +41,7 @@ def answer(entries: list[Entry], k: int, n: int, result: VerdictFile) -> Answer:
     here = [e for e in here if e.strategy not in leaky]
     pressed = sorted(e.strategy for e in here if noise.noisy_case(e))
     every = here
-
-    def verdict(a: str, b: str, metric: str):
-        return verdicts.lookup(result, a, b, k, n, metric)
-
-    slower = set(decision.slower_than_another([e.strategy for e in here], verdict))
+    slower = set(decision.slower_than_another([e.strategy for e in here], result, k, n))
     # the group's noise at K, N (the precision the answer reads: the first group there)
     floor = next((f for f in result.noise_floor if (f.k, f.n) == (k, n)), None)
     out = Answer(

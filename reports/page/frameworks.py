@@ -59,11 +59,7 @@ def cheapest(lines: list[PathLine], result: VerdictFile, k: int, n: int) -> Path
     path (CPU pressure is in the intervals: the page marks such a path, never drops it), with
     its verdict against the next one (``same``/``unclear``: not told apart)."""
     measured = [line for line in lines if line.overhead is not None]
-
-    def verdict(a: str, b: str, metric: str):
-        return verdicts.lookup(result, a, b, k, n, metric)
-
-    slower = decision.slower_than_another([line.strategy for line in measured], verdict)
+    slower = decision.slower_than_another([line.strategy for line in measured], result, k, n)
     ranked = [line for line in measured if line.strategy not in slower] or measured
     if not ranked:
         return None
