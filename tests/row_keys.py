@@ -90,9 +90,8 @@ def run(out: Path, ranks: bool = False) -> dict[str, list[dict[str, Any]]]:
             for row in launch.run_one(case, 600, server):
                 results.append(case.out_dir, row)
             if not ranks and kind == "failed":  # a case that wrote no row: the sweep's own
-                results.append(
-                    case.out_dir, launch._failed(case, "timed out", time.monotonic(), time.time())
-                )
+                for row in launch._failed(case, "timed out", time.monotonic(), time.time()):
+                    results.append(case.out_dir, row)
     finally:
         if server is not None:
             server.close()
@@ -107,10 +106,13 @@ def run(out: Path, ranks: bool = False) -> dict[str, list[dict[str, Any]]]:
 
 
 def swept(directory: Path) -> dict[str, list[dict[str, Any]]]:
-    """A sweep's first-round rows (``conftest.real_sweep``): its cases' and the control's."""
+    """A sweep's first-round rows (``conftest.real_sweep``): its cases' in a process of their
+    own (``ok``: global's), those its group's strategies share (``shared``) and the control's."""
     rows = [json.loads(line) for line in (directory / "results.jsonl").read_text().splitlines()]
+    cases = [r for r in rows if not r["control"]]
     return {
-        "ok": [r for r in rows if not r["control"]],
+        "ok": [r for r in cases if r["process_id"] == r["case_id"]],
+        "shared": [r for r in cases if r["process_id"] != r["case_id"]],
         "control": [r for r in rows if r["control"]],
     }
 

@@ -140,6 +140,7 @@ def test_rotating_order_and_rounds(tmp_path):
             "block,lazy",
             "--rounds",
             "2",
+            "--no-rotate",  # each strategy a process of its own
             "--out",
             str(tmp_path),
         ]
@@ -161,7 +162,8 @@ def test_one_round_adds_control_processes_at_every_k_and_n(tmp_path):
         here = [s for s in specs if (s.accumulate, s.live_tensors) == (k, n)]
         controls = [s for s in here if s.control]
         assert [s.strategy for s in controls] == ["native"] * (cli.CONTROL_PROCESSES - 1)
-        assert sorted(s.round for s in here if s.strategy == "native") == list(
+        measured = [m for s in here for m in s.members()]  # the first round's shared process
+        assert sorted(s.round for s in measured if s.strategy == "native") == list(
             range(cli.CONTROL_PROCESSES)
         )
         assert len({s.case_id for s in here}) == len(here)  # every process its own files
@@ -570,3 +572,28 @@ def test_all_leaves_out_strategies_that_cannot_run_the_parallel_mode(tmp_path):
     assert not {"flat", "lazy", "main_grad"} & set(fsdp2) and "block" in fsdp2
     # named, it still runs and fails its case with the reason (tested with DDP above)
     assert swept("--strategies", "main_grad", "--world-size", "2") == ["main_grad"]
+
+
+def test_the_first_round_shares_a_process_per_group_and_checks_each_strategy_in_it(tmp_path):
+    argv = ["run", *QUICK, "--accumulate", "1,2", "--strategies", "native,global,block,lazy"]
+    specs = cli.cases(
+        cli.resolve(cli.build_parser().parse_args([*argv, "--out", str(tmp_path)])), "id", {}
+    )
+    for k in (1, 2):
+        here = [s for s in specs if s.accumulate == k and not s.control]
+        (shared,) = [s for s in here if s.rotation]
+        assert sorted(shared.rotation) == ["block", "lazy", "native"]
+        assert not shared.time_only and shared.round == 0
+        assert sum(s.plain_timeline for s in here) == 1  # the plain loop's timeline once
+        assert [s.strategy for s in here if not s.rotation] == ["global"]  # a process alone
+        members = shared.members()
+        assert {m.process_id for m in members} == {shared.case_id}
+        assert [m.label for m in members] == shared.rotation and not any(
+            m.rotation for m in members
+        )
+    alone = cli.cases(
+        cli.resolve(cli.build_parser().parse_args([*argv, "--no-rotate", "--out", str(tmp_path)])),
+        "id",
+        {},
+    )
+    assert not any(s.rotation for s in alone) and len(alone) == len(specs) + 2 * 2

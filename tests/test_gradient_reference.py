@@ -22,6 +22,7 @@ from benches.engine.replicas import replica
 from benches.workloads import protocol
 from benches.workloads.transformer import Batch
 from reports.page import build
+from reports.schema.row_parts import given
 
 ROOT = Path(__file__).resolve().parent.parent
 #: chunks add the same float64 terms in another order: a sum of n terms moves by at most
@@ -240,3 +241,40 @@ def test_the_big_presets_float64_reference_peaks_below_its_fp32_window():
     total = {name: peak["Total"] for name, peak in found["peaks"].items()}
     print(json.dumps({name: round(value / 2**30, 2) for name, value in total.items()}))
     assert total["float64 reference"] <= total["fp32 window"] < total["float64 before"]
+
+
+def test_strategies_sharing_a_process_share_a_windows_references_only_at_the_same_weights():
+    """``gradients.References``: the second strategy's check reuses the first one's references
+    wherever its replica holds bitwise the same weights (the first window at least), and its
+    figures are the ones it gets alone; a replica with other weights computes its own."""
+    from benches.engine import training
+    from benches.engine.replicas import fresh_replica
+    from benches.engine.runner import Loop
+
+    workload = reference_workload()
+    data = []
+    for window in range(gradients.CHECK_WINDOWS):
+        batches = workload.batches(window)
+        data.append((batches, workload.window_tokens(batches)))
+    tolerance = training.grad_tolerance("fp32", 2)
+
+    def check(name: str, cache=None, nudge: bool = False):
+        loop = Loop(workload, fresh_replica(workload.model, None), name)
+        if nudge:  # other weights: no reference of the cache is theirs
+            with torch.no_grad():
+                next(loop.model.parameters()).add_(1e-3)
+        try:
+            return gradients.check_windows(loop, workload, data, data, tolerance, None, cache)
+        finally:
+            loop.close()
+
+    cache = gradients.References()
+    check("native", cache)
+    assert cache.reused == 0 and set(cache.windows) == set(range(gradients.CHECK_WINDOWS))
+    shared, alone = check("block", cache), check("block")
+    assert 1 <= cache.reused <= gradients.CHECK_WINDOWS
+    assert given(shared[0]) == given(alone[0])
+    assert {k: given(v) for k, v in shared[1].items()} == {k: given(v) for k, v in alone[1].items()}
+    before = cache.reused
+    nudged = check("block", cache, nudge=True)
+    assert cache.reused == before and nudged[0].ok

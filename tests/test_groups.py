@@ -30,12 +30,14 @@ def test_the_plan_crosses_every_swept_setting_and_each_group_has_every_strategy(
     expected = set(itertools.product((1, 4), (0, 10), ("fp32", "bf16-autocast")))
     assert {(g[0], g[1], g[settings.GROUP.index("precision")]) for g in groups} == expected
     for group in groups:
-        here = {s.strategy for s in specs if group_of(s) == group and not s.control}
+        here = {
+            m.strategy for s in specs if group_of(s) == group and not s.control for m in s.members()
+        }
         assert here == {"block", "native", "lazy", "global"}
 
 
 def test_an_added_round_rotates_each_groups_strategies_in_a_process_of_their_own(tmp_path):
-    first = [s for s in planned(tmp_path) if not s.control and s.round == 0]
+    first = [m for s in planned(tmp_path) if not s.control and s.round == 0 for m in s.members()]
     added = round_specs(first, 5, rotate=True)
     rotated = [s for s in added if s.rotation]
     # one rotated process per group (global alone beside it): two values of an axis never share

@@ -261,10 +261,13 @@ def test_profile_flag_reaches_every_case(tmp_path):
 
     argv = ["run", *QUICK, "--strategies", "block,lazy", "--out", str(tmp_path)]
     without = cli.cases(cli.resolve(cli.build_parser().parse_args(argv)), "id", {})
+    assert [spec.rotation for spec in without] == [["block", "lazy"]]  # one process, shared
+    without = [case for spec in without for case in spec.members()]
     assert [spec.profile for spec in without] == [False, False]
     argv.append("--profile")
     specs = cli.cases(cli.resolve(cli.build_parser().parse_args(argv)), "id", {})
-    assert [spec.profile for spec in specs] == [True, True]
+    assert [spec.profile for spec in specs] == [True, True]  # each profiled in its own process
+    assert not any(spec.rotation for spec in specs)
     # not part of a case's identity: resume and pooling treat a profiled round as any other
     assert specs[0].identity() == without[0].identity()
 

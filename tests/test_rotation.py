@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from synthetic import as_row, make_row
 
-from benches.engine.rotation import PLAIN, rotation, timed_rounds
+from benches.engine.rotation import PLAIN, fitting_rounds, rotation, timed_rounds
 from benches.engine.spec import CaseSpec
 from benches.sweep.budget import round_specs
 from reports.judge import verdicts
@@ -40,6 +40,14 @@ def test_a_rotated_process_runs_whole_turns_of_its_rotation():
     # two turns at the least (every loop in every place twice each way), and --repeat at least
     assert [timed_rounds(8, loops) for loops in (3, 4, 7)] == [12, 16, 28]
     assert timed_rounds(40, 7) == 42 and timed_rounds(30, 3) == 30
+
+
+def test_a_process_told_its_deadline_runs_the_whole_turns_it_holds_one_at_the_least():
+    # three loops: a turn is 6 rounds; at 1 s a round, 20 s hold 3 turns of the planned 4
+    assert fitting_rounds(24, 3, 1.0, 20.0) == 18
+    assert fitting_rounds(24, 3, 1.0, 2.0) == 6  # a process that started measures a turn
+    assert fitting_rounds(24, 3, 1.0, 1e6) == 24  # never more than planned
+    assert fitting_rounds(24, 3, 0.0, 5.0) == 24  # nothing measured to go by
 
 
 def _spec(strategy: str, **settings) -> CaseSpec:
@@ -92,6 +100,44 @@ def test_a_rotated_process_writes_a_time_only_row_per_strategy_sharing_its_proce
         assert sorted(r["build_order"]) == sorted([PLAIN, "native", "block"])
     # both rows hold the same plain-loop windows: the rounds' own
     assert rows[0]["samples"]["plain_window"] == rows[1]["samples"]["plain_window"]
+
+
+def test_a_first_round_process_checks_each_strategy_and_a_failed_one_fails_alone(tmp_path):
+    """A real checked process of native, a strategy whose every reset raises and block (tiny,
+    one thread): the failing one's row is failed with its line; native and block each have
+    their gradient check, memory pass, cost model and growth (their windows alone, the plain
+    loop's beside them), their rotated rounds without the failed one, and one process_id."""
+    spec = dataclasses.replace(
+        _spec("native", repeat=4, warmup=1, threads=1, plugins=["tests.fault_plugin"]),
+        rotation=["native", "faulty:fault=raise", "block"],
+        out_dir=str(tmp_path),
+    )
+    spec_path, out = tmp_path / "spec.json", tmp_path / "rows.json"
+    spec_path.write_text(json.dumps(dataclasses.asdict(spec)))
+    done = subprocess.run(
+        [sys.executable, "-m", "benches.engine.case", str(spec_path), str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr[-2000:]  # one of its cases failed
+    rows = json.loads(out.read_text())
+    assert [(r["strategy"], r["status"]) for r in rows] == [
+        ("native", "ok"),
+        ("faulty", "failed"),
+        ("block", "ok"),
+    ]
+    assert "RuntimeError: rank 0 failed in reset" in rows[1]["error"]
+    for r in (rows[0], rows[2]):
+        assert not r["time_only"] and r["process_id"] == spec.case_id
+        assert r["grad_check"]["ok"] and r["grad_check"]["windows"] == 3
+        memory = r["memory"]
+        assert memory["held_bytes"] >= 0 and memory["peak_bytes"] > 0
+        assert memory["growth_windows"] == memory["plain_growth_windows"] == 4
+        assert r["cost_model"] is not None
+        # two whole turns of the three loops left (the plain one, native, block): 12 rounds
+        assert len(r["samples"]["window"]) == 12
+        assert sorted(r["build_order"]) == sorted([PLAIN, "native", "block"])
+    # the plain loop's timeline once, in the first strategy's row
+    assert rows[0]["memory"]["plain_timeline"] and not rows[2]["memory"].get("plain_timeline")
 
 
 def _shared_rows(truth: dict[str, float], processes: int, seed: int, common=0.03, own=0.01):

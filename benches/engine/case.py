@@ -17,9 +17,7 @@ lives in the module named after it:
 
 from __future__ import annotations
 
-import dataclasses
 import gc
-import importlib
 import json
 import os
 import sys
@@ -31,16 +29,11 @@ from typing import Any
 import torch
 
 from benches.engine import (
-    bound,
-    builds,
-    costmodel,
     distributed,
     frameworks,
-    gradients,
     memory,
     process,
     profiling,
-    rotation,
     training,
     warmup,
 )
@@ -52,19 +45,20 @@ from benches.engine.growth import (
     plain_footprint,
 )
 from benches.engine.runner import PHASES, PairedRunner
+from benches.engine.shared import measure_shared
 from benches.engine.spec import CaseSpec
-from benches.workloads import protocol
+from benches.engine.steps import (
+    Wall,
+    case_data,
+    check_gradients,
+    cost_counts,
+    error_line,
+    memory_figures,
+    setup,
+)
 from reports.judge.rows import LOOP_SAMPLES
 from reports.schema.records import Row
-from reports.schema.row_parts import (
-    ErrorFigures,
-    GradCheck,
-    Memory,
-    Profile,
-    Timeline,
-    given,
-    made,
-)
+from reports.schema.row_parts import Memory, Profile, given, made
 
 __all__ = ["CaseSpec", "failed_measure", "main", "measure", "row_for", "run_case"]
 
@@ -94,7 +88,7 @@ def run_case(spec: CaseSpec) -> dict[str, Any] | None:
     check, errors = (
         (None, {})
         if spec.time_only
-        else check_gradients(spec, runner, workload, data, references, parallel)
+        else check_gradients(spec, runner.strategy, workload, data, references, parallel)
     )
     del references
     wall.lap("gradient_check")
@@ -108,7 +102,7 @@ def run_case(spec: CaseSpec) -> dict[str, Any] | None:
     wall.lap("other_pairs")
     profiled = profile_pair(spec, runner, timed, rank, world)
     wall.lap("profile")
-    costs = cost_counts(spec, runner, workload, timed)
+    costs = cost_counts(spec, runner.strategy, workload, timed)
     wall.lap("cost_model")
     framework = frameworks.figure(spec.label, runner.strategy.path)
     runner.close()
@@ -139,94 +133,6 @@ def run_case(spec: CaseSpec) -> dict[str, Any] | None:
         "wall_s": wall.seconds,
         **({"framework": framework} if framework else {}),
     }
-
-
-class Wall:
-    """Wall-clock seconds per step of a case, lap by lap (the sweep adds the process's start)."""
-
-    STEPS = (
-        "setup",
-        "compile",
-        "gradient_check",
-        "warmup",
-        "timed_pairs",
-        "plain_growth",
-        "other_pairs",
-        "profile",
-        "cost_model",
-        "memory_pass",
-        "teardown",
-    )
-
-    def __init__(self) -> None:
-        self.seconds = dict.fromkeys(self.STEPS, 0.0)
-        self._last = time.perf_counter()
-
-    def lap(self, step: str) -> None:
-        now = time.perf_counter()
-        self.seconds[step] += now - self._last
-        self._last = now
-
-
-def setup(spec: CaseSpec) -> bound.Bound:
-    """Cores, threads, plugins, this rank's device and process group, and the workload."""
-    if spec.pin:  # first: every thread started after this inherits the cores
-        process.pin_cores(spec.threads)
-    if spec.base:  # --base: the base build's package, for its strategies' loops
-        builds.activate(spec.out_dir, spec.base)
-    torch.set_num_threads(spec.threads)
-    for module in spec.plugins:
-        importlib.import_module(module)
-    device = distributed.local_device(spec.device)  # rank r of a node on cuda:r
-    if spec.parallel != "none":
-        distributed.init(device)
-    recipe = spec.recipe  # the training loop's settings, checked
-    settings = protocol.Settings(
-        device=str(device),
-        precision=spec.precision,
-        seed=spec.seed,
-        accumulate=spec.accumulate,
-        live_tensors=spec.live_tensors,
-        threads=spec.threads,
-        preset=spec.preset,
-        deterministic=True,  # the gradient check compares windows: no random masks
-    )
-    workload = bound.build(spec.workload, settings)
-    workload.recipe = recipe
-    return workload
-
-
-def case_data(workload: bound.Bound, rank: int, world: int) -> tuple[list, list]:
-    """The data of every window, made before any clock runs: this rank's windows with their
-    normaliser, and each window's whole global batch for its reference. Rank r holds windows
-    w * world + r, so ranks hold different tokens."""
-    windows = range(gradients.CHECK_WINDOWS)
-    mine = [workload.batches(w * world + rank) for w in windows]
-    every = [[b for r in range(world) for b in workload.batches(w * world + r)] for w in windows]
-    data = [(batches, workload.distributed_window_tokens(batches)) for batches in mine]
-    references = [(batches, workload.window_tokens(batches)) for batches in every]
-    return data, references
-
-
-def check_gradients(
-    spec, runner, workload, data, references, parallel
-) -> tuple[GradCheck, dict[str, ErrorFigures]]:
-    """The strategy's windows against the reference (a failure raises: the case fails); the
-    check's figures and the first window's error figures (by the row's field names)."""
-    world = spec.world_size
-    check, errors = gradients.check_windows(
-        runner.strategy,
-        workload,
-        data,
-        references,
-        training.grad_tolerance(spec.precision, spec.accumulate, world),
-        parallel,
-    )
-    if spec.parallel != "none":
-        check, errors = distributed.worst_check(check, errors, world)
-    if not check.ok:
-        raise gradients.GradientCheckError(gradients.failure(check))
-    return check, errors
 
 
 def timed_pairs(
@@ -262,6 +168,8 @@ def timed_pairs(
     collectives: list[dict[str, Any]] = []
     figures.start()
     for i in range(len(warmed), len(warmed) + spec.pairs_planned):
+        if past_deadline(spec, samples["window"], samples["plain_window"]):
+            break
         before = counter.snapshot()
         with training.no_recompile(recipe.compile):  # compiling here would be timed: fail
             mine_t, plain_t, pressure = runner.pair(i, *timed[i % 2])
@@ -296,6 +204,15 @@ def timed_pairs(
     return samples, context, process_figures, collectives, figures.stamps
 
 
+def past_deadline(spec: CaseSpec, mine: list[float], plain: list[float]) -> bool:
+    """Whether a time-only process's next pair would end past the sweep's deadline, once it has
+    ``repeat`` pairs (a process that started measures; the sweep starts none it expects to end
+    past its budget). A checked case's steps after its pairs are not its to shorten."""
+    if not (spec.deadline and spec.time_only) or len(mine) < spec.repeat:
+        return False
+    return time.time() + mine[-1] + plain[-1] > spec.deadline
+
+
 def alike(mine, other) -> None:
     """Both loops of a pair carry the same instrumentation (communication hooks, counted
     reduce-scatters), or the case fails: what is done to one side only biases every ratio. A
@@ -320,18 +237,6 @@ def other_settings(spec: CaseSpec, runner: PairedRunner, timed, samples: dict) -
     warm_s = runner.other.warm(timed)  # compiling, if the other recipe compiles
     samples.update(setting_pairs(spec, runner, timed))
     return warm_s if other.compile else None
-
-
-def cost_counts(spec: CaseSpec, runner: PairedRunner, workload, timed) -> dict[str, Any] | None:
-    """The cost model's coefficients and counts of this process, after the timed pairs and off
-    the clock; none for the control's extra processes and time-only ones (they measure noise
-    or time, nothing else), nor for a framework's path (the model counts a collector's work)."""
-    if spec.control or spec.time_only or runner.strategy.path is not None:
-        return None
-    return {
-        "coefficients": costmodel.calibrate(workload.device),
-        "counts": costmodel.count(runner.strategy, *timed[0]),
-    }
 
 
 def profile_pair(
@@ -388,57 +293,6 @@ def flavour_pairs(spec: CaseSpec, runner: PairedRunner, timed) -> dict[str, list
     return out
 
 
-def memory_figures(workload, spec: CaseSpec, data, parallel, rank: int) -> Memory:
-    """The memory pass, for the strategy and for the plain loop; memray's flamegraph if asked."""
-    directory = Path(spec.out_dir) / "memray"
-    directory.mkdir(parents=True, exist_ok=True)
-    capture = directory / f"{spec.case_id}.rank{rank}.bin"
-    plain_capture = directory / f"{spec.case_id}.rank{rank}.plain.bin"
-    try:
-        # the control's extra processes only measure noise: no timeline (the report draws the
-        # first process's)
-        extra = not spec.control
-        memory.warm_up(workload, data, plain_capture, parallel, spec.grad_sync)
-        plain = memory.memory_pass(
-            workload, None, data, plain_capture, parallel, spec.grad_sync,
-            extra and spec.plain_timeline,
-        )  # fmt: skip
-        mine = memory.memory_pass(
-            workload, spec.label, data, capture, parallel, spec.grad_sync, extra
-        )
-        figures = made(
-            Memory,
-            held_bytes=mine["held_bytes"],
-            peak_bytes=mine["peak_bytes"],
-            peak_method=mine["peak_method"],
-            plain_held_bytes=plain["held_bytes"],
-            plain_peak_bytes=plain["peak_bytes"],
-            # this rank's share: a sharded parameter counts its local shard
-            param_bytes=memory.storage_bytes(workload.model.parameters()),
-            memory_windows=memory.MEMORY_WINDOWS,
-            timeline=timeline(mine["timeline"]),
-            plain_timeline=timeline(plain["timeline"]),
-            memray_flamegraph=None,
-        )  # memray_capture only with --keep-captures
-        # a flamegraph page is ~4.5 MB (memray's viewer): none for the control's extra processes
-        if spec.memray and capture.exists() and rank == 0 and not spec.control:
-            page = directory / f"{spec.case_id}.html"
-            if memory.flamegraph(capture, page):
-                figures.memray_flamegraph = str(page.relative_to(spec.out_dir))
-        if spec.keep_captures and capture.exists():
-            figures.memray_capture = str(capture.relative_to(spec.out_dir))
-        return figures
-    finally:
-        plain_capture.unlink(missing_ok=True)
-        if not spec.keep_captures:
-            capture.unlink(missing_ok=True)
-
-
-def timeline(figures: dict[str, Any] | None) -> Timeline | None:
-    """A window's memory over time (``memory.memory_pass``'s), as the row's record."""
-    return None if figures is None else made(Timeline, **figures)
-
-
 BOUND = "ZEROGRAD_BOUND"  # set by a cluster's task (benches.sweep.launch.spawn)
 
 
@@ -461,7 +315,7 @@ def main(argv: list[str]) -> int:
         )
         return 2
     # a rotated process writes a list of rows, one per strategy; a case its row
-    row, code = measure_rotated(spec) if spec.rotation else measure(spec)
+    row, code = measure_shared(spec) if spec.rotation else measure(spec)
     if row is not None:
         out_path = Path(argv[1])
         tmp = out_path.with_suffix(".tmp")
@@ -469,42 +323,6 @@ def main(argv: list[str]) -> int:
         tmp.write_text(json.dumps(rows, default=str))
         os.replace(tmp, out_path)  # the parent sees a whole row or none
     return code
-
-
-def run_rotated(spec: CaseSpec) -> list[Row]:
-    """A time-only process of every strategy of ``spec.rotation`` (``engine.rotation``): one row
-    per strategy, each shaped as a time-only case's, all with this process's ``process_id``
-    and its wall time shared out among them."""
-    wall = Wall()
-    workload = setup(spec)
-    timed, _ = case_data(workload, 0, 1)
-    seed = spec.seed + spec.round  # the replicas' build order: another per process
-    measured = rotation.rotated_rounds(spec, workload, timed[:2], seed, lap=wall.lap)
-    wall.lap("timed_pairs")
-    share = {step: seconds / len(spec.rotation) for step, seconds in wall.seconds.items()}
-    rows = []
-    for label in spec.rotation:
-        name, _, options = label.partition(":")
-        mine = dataclasses.replace(
-            spec, strategy=name, options=options, process_id=spec.case_id, time_only=True
-        )
-        part = measured_part(mine, workload, measured["samples"][label], None, made(Memory), [])
-        extra = {
-            "process": measured["process"],
-            "build_order": measured["build_order"],
-            "pairs_stamps": measured["pairs_stamps"],
-        }
-        rows.append(row_for(mine, {**part, **extra, "wall_s": share, "compile_s": None}))
-    return rows
-
-
-def measure_rotated(spec: CaseSpec) -> tuple[list[Row], int]:
-    """A rotated process's rows and the exit code; a failure is one failed row of the spec's."""
-    try:
-        return run_rotated(spec), 0
-    except (Exception, SystemExit) as err:  # the sweep records it and goes on
-        traceback.print_exc()
-        return [row_for(spec, failed_measure(error_line(err)))], 1
 
 
 def measure(spec: CaseSpec) -> tuple[Row | None, int]:
@@ -517,16 +335,6 @@ def measure(spec: CaseSpec) -> tuple[Row | None, int]:
         if distributed.ranks()[0] != 0:
             return None, 1  # torchrun ends the others; the sweep reads rank 0's log
         return row_for(spec, failed_measure(error_line(err))), 1
-
-
-def error_line(err: BaseException) -> str:
-    """The failure in one line; a SystemExit says who called it (a plugin's strategy or the
-    workload: the case's own code never exits)."""
-    if isinstance(err, SystemExit):
-        return (
-            f"SystemExit: sys.exit({err.code!r}) called inside the case (its strategy or workload)"
-        )
-    return traceback.format_exception_only(err)[-1].strip().replace("\n", " ")
 
 
 if __name__ == "__main__":

@@ -412,8 +412,58 @@ def accepted(
     return result
 
 
+class References:
+    """The references of each window that the strategies of one process share (``shared``):
+    computed for the first strategy checked, reused by another whose replica holds bitwise the
+    same weights and buffers at that window; the first window's always (every replica starts
+    from the workload's weights), a later one's where the updates before it were bitwise the
+    same. A reference depends on nothing else (the data and the arithmetic are the process's)."""
+
+    def __init__(self) -> None:
+        self.windows: dict[int, tuple[list[torch.Tensor], tuple]] = {}
+        self.reused = 0
+
+    def get(self, window: int, model: torch.nn.Module) -> tuple | None:
+        found = self.windows.get(window)
+        if found is None:
+            return None
+        state, value = found
+        now = list(model.state_dict().values())
+        if len(now) != len(state) or not all(
+            a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+            for a, b in zip(state, now, strict=True)
+        ):
+            return None
+        self.reused += 1
+        return value
+
+    def put(self, window: int, model: torch.nn.Module, value: tuple) -> None:
+        state = [t.detach().clone() for t in model.state_dict().values()]
+        self.windows[window] = (state, value)
+
+
+def window_reference(workload, every, every_tokens, model, module, dtypes, first: bool) -> tuple:
+    """A window's references: the float64 sum of its micro-batch gradients, their sum in the
+    gradients' own dtype (one process), and on the first window ``total_error``'s whole-window
+    reference and its name (``model_reference``)."""
+    try:
+        expected, *rest = reference_sums(
+            workload, every, every_tokens, model, module, sum_dtypes=dtypes
+        )
+    except RuntimeError as err:
+        raise GradientCheckError(
+            "the gradient check's reference failed: the micro-batch gradients without any "
+            f"strategy raised {_one_line(err)}"
+        ) from err
+    same_order = rest[0] if rest else None
+    total, reference = (
+        model_reference(workload, every, every_tokens, model) if first else (None, None)
+    )
+    return expected, same_order, total, reference
+
+
 def check_windows(
-    loop, workload, windows, references, tolerance: float, parallel=None
+    loop, workload, windows, references, tolerance: float, parallel=None, cache=None
 ) -> tuple[GradCheck, dict[str, ErrorFigures]]:
     """Check the strategy's gradients over consecutive windows, stepping in between: the worst
     window's check (its ``total_reference`` names the reference of ``total_error``), and the
@@ -425,7 +475,8 @@ def check_windows(
     sharded model's reference runs on an unsharded copy of its weights, and its window's
     gradients are gathered whole before they are compared. Without ranks the micro-batch
     gradients of the reference go through the loop's own (compiled) module, and a window may
-    also match their sum in the gradient's dtype (``accepted``).
+    also match their sum in the gradient's dtype (``accepted``). ``cache`` (one process, no
+    ranks): the references its strategies share (``References``).
     """
     worst: GradCheck | None = None
     figures: dict[str, ErrorFigures] = {}
@@ -441,21 +492,15 @@ def check_windows(
         module = None if ranks or loop.path is not None else loop.forward
         # one pass: the float64 sum, and (one process) the sum in the gradients' own dtype
         dtypes = (torch.float64,) if ranks else (torch.float64, None)
-        try:
-            expected, *rest = reference_sums(
-                workload, every, every_tokens, model, module, sum_dtypes=dtypes
-            )
-        except RuntimeError as err:
-            raise GradientCheckError(
-                "the gradient check's reference failed: the micro-batch gradients without any "
-                f"strategy raised {_one_line(err)}"
-            ) from err
-        same_order = rest[0] if rest else None
-        if w == 0:
-            total, reference = model_reference(workload, every, every_tokens, model)
-        else:
-            total = None
-        del model
+        shared = cache if cache is not None and not ranks else None
+        found = shared.get(w, model) if shared is not None else None
+        if found is None:
+            found = window_reference(workload, every, every_tokens, model, module, dtypes, w == 0)
+            if shared is not None:
+                shared.put(w, model, found)
+        expected, same_order, total, name = found
+        reference = name if w == 0 else reference
+        del model, found
         loop.window(batches, tokens, update=False)
         got = loop.grads()
         result = accepted(got, expected, same_order, tolerance)

@@ -18,12 +18,14 @@ replicas' gradients would be its work.
 from __future__ import annotations
 
 import random
+import statistics
 import time
 from collections.abc import Sequence
 from typing import Any
 
-from benches.engine import process, warmup
+from benches.engine import memory, process, warmup
 from benches.engine.envinfo import psi_cpu
+from benches.engine.growth import GROWTH_WINDOWS
 from benches.engine.replicas import fresh_replica
 from benches.engine.runner import PHASES, Loop
 
@@ -78,7 +80,8 @@ class RotatedRunner:
             loop.close()
 
 
-TURNS = 2  # full turns of the rotation a process runs, at the least
+TURNS = 2  # full turns of the rotation a process runs, at the least (its deadline permitting)
+AFTER_ROUNDS = GROWTH_WINDOWS  # what ``after`` runs, in rounds' time: each loop's growth alone
 
 
 def timed_rounds(repeat: int, loops: int) -> int:
@@ -92,13 +95,28 @@ def timed_rounds(repeat: int, loops: int) -> int:
     return turn * max(TURNS, -(-repeat // turn))  # whole turns only
 
 
-def rotated_rounds(spec, workload, timed, build_seed: int, lap=None) -> dict[str, Any]:
-    """A time-only process of several strategies (``spec.rotation``): warm-up rounds until
-    steady (``engine.warmup``), then ``timed_rounds`` timed ones, each strategy's windows with
-    the plain loop's of the same round as its pairs. Per strategy the samples a case's timed
-    pairs give (every phase, ``plain_window``, ``plain_reset``, ``cpu_pressure``, ``warmup``);
-    and the process's psutil figures.
-    ``lap(step)`` (the case's ``Wall``) is told when the replicas are built and warmed."""
+def fitting_rounds(planned: int, loops: int, round_s: float, left_s: float) -> int:
+    """The timed rounds a process runs before its deadline: ``planned``, or as many whole turns
+    as ``left_s`` holds at ``round_s`` a round, one turn at the least (a process that started
+    measures; the sweep starts none it expects to end past its budget)."""
+    turn = 2 * loops
+    if round_s <= 0:
+        return planned
+    fit = int(left_s // (round_s * turn)) * turn
+    return min(planned, max(turn, fit))
+
+
+def rotated_rounds(spec, workload, timed, build_seed: int, lap=None, after=None) -> dict[str, Any]:
+    """A process of several strategies (``spec.rotation``): warm-up rounds until steady
+    (``engine.warmup``), then ``timed_rounds`` timed ones (fewer where ``spec.deadline`` comes
+    first: ``fitting_rounds``), each strategy's windows with the plain loop's of the same round
+    as its pairs. Per strategy the samples a case's timed pairs give (every phase,
+    ``plain_window``, ``plain_reset``, ``cpu_pressure``, ``warmup``); the process's psutil
+    figures and resident set (``rss``: after the warm-up, its peak over the rounds); and what
+    ``after(runner)`` returns, called after the timed rounds, off the clock, before the replicas
+    go (``AFTER_ROUNDS`` rounds' time is kept for it before the deadline).
+    ``lap(step)`` (the case's ``Wall``) is told when the replicas are built and warmed and when
+    the timed rounds end."""
     runner = RotatedRunner(workload, spec.rotation, build_seed=build_seed)
     try:
         if lap is not None:
@@ -115,14 +133,21 @@ def rotated_rounds(spec, workload, timed, build_seed: int, lap=None) -> dict[str
             label: {**{phase: [] for phase in phases}, "warmup": list(warmed)}
             for label in spec.rotation
         }
+        rss_after_setup = process.rss_bytes()
+        hwm_reset = memory.reset_peak_rss()
         figures = process.TimedPairsProcess()
+        rounds = timed_rounds(spec.pairs_planned, len(runner.names))
+        if spec.deadline:  # the sweep's budget: whole turns until then, the growth's kept out
+            round_s = statistics.median(warmed) if warmed else 0.0
+            left = spec.deadline - time.time() - (AFTER_ROUNDS * round_s if after else 0.0)
+            rounds = fitting_rounds(rounds, len(runner.names), round_s, left)
         figures.start()
-        for i in range(timed_rounds(spec.pairs_planned, len(runner.names))):
+        for i in range(rounds):
             # the data changes every two rounds, so each direction of the rotation meets both
             stall, start = psi_cpu("total"), time.perf_counter()
             windows = runner.round(len(warmed) + i, *timed[(i // 2) % 2])
-            wall, after = time.perf_counter() - start, psi_cpu("total")
-            pressure = (after - stall) / 1e6 / wall if None not in (stall, after) else None
+            wall, stalled = time.perf_counter() - start, psi_cpu("total")
+            pressure = (stalled - stall) / 1e6 / wall if None not in (stall, stalled) else None
             for label in spec.rotation:
                 for phase, seconds in windows[label].items():
                     samples[label][phase].append(seconds)
@@ -130,11 +155,20 @@ def rotated_rounds(spec, workload, timed, build_seed: int, lap=None) -> dict[str
                 samples[label]["plain_reset"].append(windows[PLAIN]["reset"])
                 samples[label]["cpu_pressure"].append(pressure)
             figures.sample()
+        if lap is not None:
+            lap("timed_pairs")
+        rss = {
+            "rss_after_setup_bytes": rss_after_setup,
+            "peak_rss_bytes": memory.status_bytes("VmHWM") if hwm_reset else None,
+            "peak_rss_is_since_setup": hwm_reset,
+        }
         return {
+            "rss": rss,
             "samples": samples,
             "process": figures.figures(),
             "pairs_stamps": figures.stamps,
             "build_order": runner.build_order,
+            "after": after(runner) if after is not None else None,
         }
     finally:
         runner.close()

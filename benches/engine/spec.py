@@ -43,6 +43,9 @@ class CaseSpec(CaseSettings):
     # variances (budget.plan_pairs; 0: ``repeat``). Not identity: a process with more pairs
     # measures the same figure, more closely
     pairs: int = 0
+    # when the sweep's budget wants the process to end (time.time(); 0: no budget): a process
+    # measures fewer timed rounds or pairs rather than run past it (never fewer than its least)
+    deadline: float = 0.0
     plain_timeline: bool = True  # record the plain loop's timeline too (a sweep: once per group)
     out_dir: str = "."
     git: dict[str, Any] = field(default_factory=dict)
@@ -80,6 +83,21 @@ class CaseSpec(CaseSettings):
 
     def identity(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in IDENTITY}
+
+    def members(self) -> list[CaseSpec]:
+        """The cases this process measures: each strategy of ``rotation`` as a case of its own
+        (its row's identity), all with this process's ``process_id``; a case's process: itself."""
+        if not self.rotation:
+            return [self]
+        out = []
+        for each in self.rotation:
+            name, _, options = each.partition(":")
+            out.append(
+                dataclasses.replace(
+                    self, strategy=name, options=options, rotation=[], process_id=self.case_id
+                )
+            )
+        return out
 
 
 def parse_options(text: str) -> dict[str, Any]:

@@ -157,13 +157,51 @@ REPORT_LOOKS, REPORT_S = 3.0, 10.0
 SOLO = ("global",)  # searches every live tensor of its process: never shares one
 
 
+def shares(spec: CaseSpec) -> bool:
+    """Whether a case can share a process with its group's other strategies: not ``SOLO``, not
+    a framework's path (its framework's process-wide state), not under ranks or compile, nor
+    with --compare-settings (one replica per loop there), nor a checked case with --profile
+    (its profiled pair is one strategy's against the plain loop)."""
+    solo = spec.strategy in SOLO or frameworks.name_of(spec.strategy)
+    profiled = spec.profile and not spec.time_only
+    return not (solo or profiled or spec.parallel != "none" or spec.compile) and not (
+        spec.compare_settings
+    )
+
+
+def share_processes(specs: list[CaseSpec], rotate: bool) -> list[CaseSpec]:
+    """``specs`` as processes: per group (``settings.group_of``) one process of the strategies
+    that can share one (``shares``: a lead whose ``rotation`` names them, in the place of the
+    first), the others each in a process of their own; each alone where ``rotate`` is off or a
+    group has one such strategy."""
+    by_group: dict[tuple, list[CaseSpec]] = {}
+    for c in specs:
+        if rotate and shares(c):
+            by_group.setdefault(group_of(c), []).append(c)
+    rotated = {id(cs[0]): cs for cs in by_group.values() if len(cs) >= 2}
+    members = {id(c) for cs in rotated.values() for c in cs}
+    out = []
+    for c in specs:
+        if id(c) in rotated:
+            cs = rotated[id(c)]
+            out.append(
+                dataclasses.replace(
+                    c,
+                    rotation=[m.label for m in cs],
+                    plain_timeline=any(m.plain_timeline for m in cs),
+                )
+            )
+        elif id(c) not in members:
+            out.append(c)
+    return out
+
+
 def round_specs(
     group_cases: list[CaseSpec], round_: int, rotate: bool, pairs: dict[tuple, int] | None = None
 ) -> list[CaseSpec]:
-    """The time-only processes of one added round: per group (``settings.group_of``) one
-    process of its strategies rotated with the plain loop (``engine.rotation``), besides one of
-    its own for each ``SOLO`` strategy; each in a process of its own where ``rotate`` is off, or
-    under ranks, compile or --compare-settings (one replica per loop there)."""
+    """The time-only processes of one added round: per group one process of its strategies
+    rotated with the plain loop (``engine.rotation``), the others alone (``share_processes``),
+    the processes that share one first."""
     pairs = pairs or {}
     added = [
         dataclasses.replace(
@@ -172,17 +210,10 @@ def round_specs(
             time_only=True,
             plain_timeline=False,
             pairs=pairs.get(group_of(c), 0),
+            rotation=[],
+            process_id="",  # a process of its own (a first-round member's was its lead's)
         )
         for c in group_cases
     ]
-    by_group: dict[tuple, list[CaseSpec]] = {}
-    for c in added:
-        # a framework's path holds its framework's process-wide state: never shared either
-        solo = c.strategy in SOLO or frameworks.name_of(c.strategy)
-        shared = not solo and c.parallel == "none" and not c.compile
-        if rotate and shared and not c.compare_settings:
-            by_group.setdefault(group_of(c), []).append(c)
-    rotated = [cs for cs in by_group.values() if len(cs) >= 2]
-    alone = [c for c in added if not any(c in cs for cs in rotated)]
-    leads = [dataclasses.replace(cs[0], rotation=[c.label for c in cs]) for cs in rotated]
-    return leads + alone
+    processes = share_processes(added, rotate)
+    return [p for p in processes if p.rotation] + [p for p in processes if not p.rotation]

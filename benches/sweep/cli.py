@@ -146,7 +146,8 @@ def sweep_main(sweep: Sweep, args: argparse.Namespace | None = None) -> int:
 
     git = envinfo.git_state()
     planned = cases(sweep, run_id, git)
-    todo = [c for c in planned if (case_key(c), c.round) not in done]
+    # a process is done when every case it measures is (a shared one: each of its strategies)
+    todo = [c for c in planned if any((case_key(m), c.round) not in done for m in c.members())]
     out = escape(str(sweep.out))  # a path is data, never markup
     console.print(
         f"zerograd sweep {run_id}: {len(todo)} cases ({len(done)} already done), "
@@ -266,6 +267,9 @@ class SweepRun:
                         in_flight -= self.place.drop_waiting()
                         break
                     self.progress.update(self.task, description=escape(f"{spec.case_id:<40}"))
+                    if deadline is not None:  # the process measures less rather than overrun
+                        ends = time.time() + (deadline - time.monotonic())
+                        spec = dataclasses.replace(spec, deadline=ends)
                     self.place.submit(spec)
                     in_flight += 1
                 if not in_flight:
@@ -319,7 +323,12 @@ class SweepRun:
         finished; run.json records each look's plan and the looks taken (the report's alpha)."""
         sweep = self.sweep
         shuffle = random.Random(sweep.seed)
-        first = [c for c in cases(sweep, self.run_id, self.git) if not c.control and c.round == 0]
+        first = [
+            m
+            for c in cases(sweep, self.run_id, self.git)
+            if not c.control and c.round == 0
+            for m in c.members()
+        ]
         next_round = max((r.round for r in results.read(sweep.out)), default=0) + 1
         while self.taken < sweep.looks:
             looked = time.monotonic()

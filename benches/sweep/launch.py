@@ -50,6 +50,9 @@ def run_one(
     log_path = Path(spec.out_dir) / "logs" / f"{stem}.log"
     log_path.parent.mkdir(exist_ok=True)
     out_path.unlink(missing_ok=True)
+    # a shared process runs each of its strategies' windows (and a checked one their checks):
+    # the case's timeout for each
+    timeout *= max(1, len(spec.rotation))
     spec_path.write_text(json.dumps(dataclasses.asdict(spec)))
     code: int | None = None
     forked = False
@@ -62,7 +65,7 @@ def run_one(
     if not forked:
         code = spawn(spec, spec_path, out_path, log_path, timeout, bound=attempt is not None)
     if code is None:
-        return [_failed(spec, f"timed out after {timeout:g} s", started, stamp)]
+        return _failed(spec, f"timed out after {timeout:g} s", started, stamp)
     if out_path.exists():
         written = json.loads(out_path.read_text())
         rows = written if isinstance(written, list) else [written]  # a rotated process: several
@@ -93,7 +96,7 @@ def run_one(
     else:
         tail = _fatal_error(lines) or _root_cause(lines) or [line for line in lines if line]
         error += f": {tail[-1]}" if tail else ""
-    return [_failed(spec, error, started, stamp)]
+    return _failed(spec, error, started, stamp)
 
 
 def _fatal_error(lines: list[str]) -> list[str]:
@@ -132,13 +135,18 @@ def _root_cause(lines: list[str], signals_only: bool = False) -> list[str]:
     return [] if signals_only else [f"rank {rank} exited with code {code}"]
 
 
-def _failed(spec: CaseSpec, error: str, started: float, stamp: float) -> dict[str, Any]:
-    """The row of a case that wrote none: its error, and how long it held the sweep."""
+def _failed(spec: CaseSpec, error: str, started: float, stamp: float) -> list[dict[str, Any]]:
+    """The rows of a process that wrote none, one per case it measures (``spec.members``): its
+    error, and how long it held the sweep (shared among them, as a process's rows share it)."""
     from benches.engine.case import failed_measure, row_for
 
-    row = row_for(spec, failed_measure(error)).to_json()
-    row["wall_s"] = {"total": time.monotonic() - started}
-    return stamped(row, stamp)
+    cases = spec.members()
+    rows = []
+    for case in cases:
+        row = row_for(case, failed_measure(error)).to_json()
+        row["wall_s"] = {"total": (time.monotonic() - started) / len(cases)}
+        rows.append(stamped(row, stamp))
+    return rows
 
 
 def stamped(row: dict[str, Any], started: float) -> dict[str, Any]:

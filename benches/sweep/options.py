@@ -129,9 +129,9 @@ def sweep_options(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--no-rotate",
         action="store_true",
-        help="the added time-only rounds run each strategy in a process of its own (default: "
-        "the strategies of a group share one process, each on its own replica, rotated with "
-        "the plain loop; global always has a process of its own)",
+        help="every round runs each strategy in a process of its own (default: the strategies "
+        "of a group share one process, each on its own replica, rotated with the plain loop, "
+        "the first round's checking each in turn; global always has a process of its own)",
     )
     run.add_argument(
         "--control",

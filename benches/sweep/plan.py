@@ -9,6 +9,7 @@ from typing import Any
 
 from benches.engine.spec import CaseSpec
 from benches.sweep.arguments import Sweep, UsageError, case_settings
+from benches.sweep.budget import share_processes
 from reports.schema.settings import SWEPT
 
 
@@ -40,11 +41,12 @@ def cases(sweep: Sweep, run_id: str, git: dict[str, Any]) -> list[CaseSpec]:
                     names.insert(extra * len(names) // sweep.controls, (control, extra, True))
             shift = (g + round_) % len(names)
             plain_timeline = round_ == 0  # the plain loop's timeline: once per group is enough
+            here = []
             for label, r, is_control in names[shift:] + names[:shift]:
                 first = plain_timeline and not is_control
                 plain_timeline = plain_timeline and not first
                 name, _, options = label.partition(":")
-                out.append(
+                here.append(
                     CaseSpec(
                         strategy=name,
                         options=options,
@@ -65,8 +67,25 @@ def cases(sweep: Sweep, run_id: str, git: dict[str, Any]) -> list[CaseSpec]:
                         git=git,
                     )
                 )
+            out += processes(here, sweep.rotate)
     ids = [spec.case_id for spec in out]
     if len(set(ids)) != len(ids):  # e.g. a plugin strategy named like another one's case
         twice = sorted({i for i in ids if ids.count(i) > 1})[0]
         raise UsageError(f"two cases would share the case id {twice!r}; rename a strategy")
+    return out
+
+
+def processes(group: list[CaseSpec], rotate: bool) -> list[CaseSpec]:
+    """A group's cases of one round as processes: those that can share one as one process in
+    the place of the first of them (``budget.share_processes``), the control's extra processes
+    where they were."""
+    shared = iter(share_processes([c for c in group if not c.control], rotate))
+    out, absorbed = [], set()
+    for c in group:
+        if c.control:
+            out.append(c)
+        elif c.label not in absorbed:  # alone, or the first of those sharing a process
+            process = next(shared)
+            absorbed.update(process.rotation)
+            out.append(process)
     return out

@@ -269,7 +269,7 @@ class RayPlace:
                 path.write_bytes(base64.b64decode(data))
             wrong = self._other_torch(flight, result.get("torch"))
             if wrong:
-                return [self._failed_row(flight, wrong)]
+                return self._failed_rows(flight, wrong)
             return result["rows"]
         if reply["op"] == "lost":
             live = {n["node_id"] for n in reply.get("nodes", [])}
@@ -289,7 +289,7 @@ class RayPlace:
             error = f"lost to the cluster: {'; then '.join(flight.causes)}"
         else:
             error = f"Ray ended the task: {reply['cause']}"
-        return [self._failed_row(flight, error)]
+        return self._failed_rows(flight, error)
 
     def _torch(self) -> dict[str, str]:
         """The workers' torch, once the first has answered (a worker checks it at its start)."""
@@ -311,15 +311,17 @@ class RayPlace:
             f"here, {first} there (the driver has {self.torch['driver']})"
         )
 
-    def _failed_row(self, flight: Flight, error: str) -> dict[str, Any]:
-        """The row of a process the cluster took: its node and attempt, nothing of this
-        machine's (the driver's own host, CPU and cores are not where it ran)."""
-        row = launch._failed(flight.spec, error, time.monotonic(), time.time())
+    def _failed_rows(self, flight: Flight, error: str) -> list[dict[str, Any]]:
+        """The rows of a process the cluster took (one per case it measures): its node and
+        attempt, nothing of this machine's (the driver's own host, CPU and cores are not where
+        it ran)."""
         node = self.nodes.get(flight.node or "", {})
         where = Placement(host=node.get("host"), node_id=flight.node, attempt=flight.attempt)
-        row["placement"] = msgspec.to_builtins(where)
-        row["wall_s"] = {"total": 0.0}
-        return row
+        rows = launch._failed(flight.spec, error, time.monotonic(), time.time())
+        for row in rows:
+            row["placement"] = msgspec.to_builtins(where)
+            row["wall_s"] = {"total": 0.0}
+        return rows
 
     def _send(self, message: dict[str, Any]) -> None:
         try:

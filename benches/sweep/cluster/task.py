@@ -123,7 +123,7 @@ def run_process(
     wrong = differs(expected, versions())
     try:
         if wrong:
-            rows = [launch._failed(case, wrong, time.monotonic(), started)]
+            rows = launch._failed(case, wrong, time.monotonic(), started)
         else:
             rows = launch.run_one(case, timeout, None, attempt)
         result: dict[str, Any] = {"rows": rows, "node_id": node, "torch": torch_version()}

@@ -1,0 +1,174 @@
+"""A process that several strategies share (``spec.rotation``): each strategy's checks in turn,
+then every strategy's windows timed together, rotated with the plain loop's
+(``engine.rotation``); a row per strategy, all with this process's ``process_id``.
+
+A checked process (the first round's, ``spec.time_only`` off) runs what a case's process runs
+for each of its strategies, once: the gradient check (the references of a window computed once
+for every strategy whose replica holds the same weights there, ``gradients.References``), the
+cost model's counts (its coefficients calibrated once), the memory pass (the plain loop's once)
+and, after the timed rounds, the growth per window (each loop's windows alone, the plain loop's
+once). A strategy that fails its check fails its own row and is left out of the rounds; the
+others go on. What the process pays once (start, setup, the plain loop's passes, warm-up) it
+pays once for all of them: that is what sharing buys (docs/method.md, "Rounds and the budget").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import traceback
+from typing import Any
+
+from benches.engine import costmodel, gradients, rotation
+from benches.engine.figures import cost_figures, failed_measure, measured_part, row_for
+from benches.engine.growth import GROWTH_WINDOWS, footprint_bytes, growth_measure, per_window
+from benches.engine.replicas import fresh_replica
+from benches.engine.runner import Loop
+from benches.engine.spec import CaseSpec
+from benches.engine.steps import (
+    Wall,
+    case_data,
+    check_gradients,
+    cost_counts,
+    error_line,
+    plain_memory,
+    setup,
+    strategy_memory,
+)
+from reports.schema.records import Row
+from reports.schema.row_parts import ErrorFigures, GradCheck, Memory, given, made
+
+
+@dataclasses.dataclass
+class Checked:
+    """One strategy's checks in a shared process, or the line its failure ends with."""
+
+    check: GradCheck | None = None
+    errors: dict[str, ErrorFigures] = dataclasses.field(default_factory=dict)
+    costs: dict[str, Any] | None = None
+    memory: Memory | None = None
+    error: str | None = None
+
+
+def check_each(spec: CaseSpec, workload, data, references, wall: Wall) -> dict[str, Checked]:
+    """Each strategy's gradient check, cost counts and memory pass, one after another, each on
+    a fresh replica that goes before the next is built; a failure is that strategy's alone."""
+    coefficients = costmodel.calibrate(workload.device)
+    wall.lap("cost_model")
+    plain = plain_memory(workload, spec, data, None, 0)
+    wall.lap("memory_pass")
+    cache = gradients.References()
+    out: dict[str, Checked] = {}
+    for i, case in enumerate(spec.members()):
+        try:
+            replica = fresh_replica(workload.model, None)
+            loop = Loop(workload, replica, case.label, None, case.grad_sync)
+            try:
+                check, errors = check_gradients(case, loop, workload, data, references, None, cache)
+                wall.lap("gradient_check")
+                costs = cost_counts(case, loop, workload, data[:2], coefficients)
+                wall.lap("cost_model")
+            finally:
+                loop.close()
+            del loop, replica
+            gc.collect()
+            # the plain loop's timeline once, in the first strategy's row (as a sweep's group)
+            mine = plain if i == 0 else {**plain, "timeline": None}
+            held_peak = strategy_memory(workload, case, data, None, 0, mine)
+            wall.lap("memory_pass")
+            out[case.label] = Checked(check, errors, costs, held_peak)
+        except Exception as err:  # this strategy's row fails; the others go on
+            traceback.print_exc()
+            out[case.label] = Checked(error=error_line(err))
+    return out
+
+
+def growth(runner: rotation.RotatedRunner, timed, device) -> dict[str, list[int]]:
+    """Each loop's memory before and after each of ``GROWTH_WINDOWS`` windows of its own, off
+    the clock, after the rounds (memory read around a window among others cannot say whose a
+    byte is: ``growth.plain_footprint``)."""
+    out = {}
+    for name, loop in runner.loops.items():
+        readings = [footprint_bytes(device)]
+        for i in range(GROWTH_WINDOWS):
+            loop.window(*timed[i % 2])
+            readings.append(footprint_bytes(device))
+        out[name] = readings
+    return out
+
+
+def growth_figures(mine: list[int], plain: list[int], device) -> Memory:
+    """A strategy's growth in a shared process as a case's row holds it: ``growth_bytes_per_
+    window`` a pair's (its window's own growth and the plain loop's), its readings its windows'
+    alone, the plain loop's own beside it."""
+    own, plain_own = per_window(mine), per_window(plain)
+    return made(
+        Memory,
+        growth_bytes_per_window=(own or 0.0) + max(plain_own or 0.0, 0.0),
+        growth_windows=len(mine) - 1,
+        growth_readings=mine,
+        plain_growth_bytes_per_window=plain_own,
+        plain_growth_windows=len(plain) - 1,
+        plain_growth_readings=plain,
+        growth_measure=growth_measure(device),
+    )
+
+
+def run_shared(spec: CaseSpec) -> list[Row]:
+    """The process's rows, one per strategy of ``spec.rotation`` (``spec.members``); the wall
+    time shared out among them."""
+    wall = Wall()
+    workload = setup(spec)
+    data, references = case_data(workload, 0, 1)
+    timed = data[:2]
+    cases = spec.members()
+    checked = (
+        {c.label: Checked() for c in cases}
+        if spec.time_only
+        else check_each(spec, workload, data, references, wall)
+    )
+    del references
+    passed = [c.label for c in cases if checked[c.label].error is None]
+    measured: dict[str, Any] = {"samples": {}, "after": None}
+    if passed:
+        seed = spec.seed + spec.round  # the replicas' build order: another per process
+        timing = dataclasses.replace(spec, rotation=passed)
+        after = None if spec.time_only else (lambda runner: growth(runner, timed, workload.device))
+        measured = rotation.rotated_rounds(timing, workload, timed, seed, wall.lap, after)
+        wall.lap("plain_growth")
+    share = {step: seconds / len(cases) for step, seconds in wall.seconds.items()}
+    readings = measured["after"]
+    rows = []
+    for case in cases:
+        mine = checked[case.label]
+        if mine.error is not None:
+            rows.append(row_for(case, {**failed_measure(mine.error), "wall_s": share}))
+            continue
+        samples = measured["samples"][case.label]
+        memory_row = made(Memory)
+        if mine.memory is not None:
+            grown = growth_figures(readings[case.label], readings[rotation.PLAIN], workload.device)
+            memory_row = made(Memory, **given(mine.memory), **given(grown), **measured["rss"])
+        part = measured_part(case, workload, samples, mine.check, memory_row, [])
+        extra = {
+            **mine.errors,
+            "process": measured["process"],
+            "build_order": measured["build_order"],
+            "pairs_stamps": measured["pairs_stamps"],
+            "cost_model": cost_figures(mine.costs, samples) if mine.costs else None,
+            "profile": None,  # --profile: each strategy in a process of its own (budget.shares)
+        }
+        rows.append(row_for(case, {**part, **extra, "wall_s": share, "compile_s": None}))
+    return rows
+
+
+def measure_shared(spec: CaseSpec) -> tuple[list[Row], int]:
+    """A shared process's rows and the exit code (1 where any strategy failed); a failure of
+    the process is a failed row for each of its strategies."""
+    try:
+        rows = run_shared(spec)
+    except (Exception, SystemExit) as err:  # the sweep records it and goes on
+        traceback.print_exc()
+        line = error_line(err)
+        return [row_for(case, failed_measure(line)) for case in spec.members()], 1
+    return rows, int(any(r.status != "ok" for r in rows))
