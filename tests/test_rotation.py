@@ -42,10 +42,11 @@ def test_a_rotated_process_runs_whole_turns_of_its_rotation():
     assert timed_rounds(40, 7) == 42 and timed_rounds(30, 3) == 30
 
 
-def test_a_process_told_its_deadline_runs_the_whole_turns_it_holds_one_at_the_least():
+def test_a_process_told_its_deadline_runs_the_whole_turns_it_holds_two_rounds_at_the_least():
     # three loops: a turn is 6 rounds; at 1 s a round, 20 s hold 3 turns of the planned 4
     assert fitting_rounds(24, 3, 1.0, 20.0) == 18
-    assert fitting_rounds(24, 3, 1.0, 2.0) == 6  # a process that started measures a turn
+    assert fitting_rounds(24, 3, 1.0, 5.0) == 4  # less than a turn: pairs of rounds
+    assert fitting_rounds(24, 3, 1.0, 0.5) == 2  # a process that started measures both ways
     assert fitting_rounds(24, 3, 1.0, 1e6) == 24  # never more than planned
     assert fitting_rounds(24, 3, 0.0, 5.0) == 24  # nothing measured to go by
 

@@ -95,15 +95,21 @@ def timed_rounds(repeat: int, loops: int) -> int:
     return turn * max(TURNS, -(-repeat // turn))  # whole turns only
 
 
+LEAST_ROUNDS = 2  # a round forwards and one backwards: every loop's place evened out once
+
+
 def fitting_rounds(planned: int, loops: int, round_s: float, left_s: float) -> int:
     """The timed rounds a process runs before its deadline: ``planned``, or as many whole turns
-    as ``left_s`` holds at ``round_s`` a round, one turn at the least (a process that started
-    measures; the sweep starts none it expects to end past its budget)."""
+    as ``left_s`` holds at ``round_s`` a round; less than a turn, as many pairs of rounds (one
+    forwards, one backwards) as it holds, ``LEAST_ROUNDS`` at the least (a process that started
+    measures: a turn of seven loops on the small preset is 200 s here)."""
     turn = 2 * loops
     if round_s <= 0:
         return planned
     fit = int(left_s // (round_s * turn)) * turn
-    return min(planned, max(turn, fit))
+    if not fit:
+        fit = int(left_s // (round_s * LEAST_ROUNDS)) * LEAST_ROUNDS
+    return min(planned, max(LEAST_ROUNDS, fit))
 
 
 def rotated_rounds(spec, workload, timed, build_seed: int, lap=None, after=None) -> dict[str, Any]:

@@ -255,10 +255,15 @@ class SweepRun:
                     spec = queue.pop(0)
                     expected = expected_wall(self.walls, spec)
                     if deadline is not None and time.monotonic() + expected > deadline:
-                        if not spec.time_only:  # a first-round case the budget cannot hold
-                            self.left_out += [spec.case_id, *(c.case_id for c in queue)]
+                        # the first-round cases the budget cannot hold (the control's extra
+                        # processes only time: theirs is no case of its own)
+                        dropped = [
+                            m for c in [spec, *queue] if not c.time_only for m in c.members()
+                        ]
+                        if dropped:
+                            self.left_out += [c.case_id for c in dropped]
                             self.progress.console.print(
-                                f"budget: {len(queue) + 1} first-round cases left out, each "
+                                f"budget: {len(dropped)} first-round cases left out, the next "
                                 f"expected to take {expected:.0f} s with {self.sweep.budget:g} s "
                                 "in all (a larger --budget runs them; --resume adds them)",
                                 soft_wrap=True,
@@ -268,8 +273,7 @@ class SweepRun:
                         break
                     self.progress.update(self.task, description=escape(f"{spec.case_id:<40}"))
                     if deadline is not None:  # the process measures less rather than overrun
-                        ends = time.time() + (deadline - time.monotonic())
-                        spec = dataclasses.replace(spec, deadline=ends)
+                        spec = dataclasses.replace(spec, deadline=self.ends(spec, deadline, queue))
                     self.place.submit(spec)
                     in_flight += 1
                 if not in_flight:
@@ -286,6 +290,16 @@ class SweepRun:
                 "run (--resume runs them)",
                 soft_wrap=True,
             )
+
+    def ends(self, spec: CaseSpec, deadline: float, queue: list[CaseSpec]) -> float:
+        """When ``spec``'s process must end (``time.time``): a first-round process (its checks
+        are every later look's footing) its fair share of what is left, the left time over
+        the first-round processes still to start, itself included, so that one process with
+        many strategies does not spend what the others need; an added one the deadline."""
+        left = deadline - time.monotonic()
+        if not spec.time_only:
+            left /= 1 + sum(1 for c in queue if not c.time_only or c.control)
+        return time.time() + left
 
     def record(self, spec: CaseSpec, rows: list[dict]) -> None:
         """A finished process's rows, appended at once; its wall by kind; a failure said."""
