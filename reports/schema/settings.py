@@ -5,7 +5,7 @@ resume skips, and pooling merges, only rows of one identity).
 ``CaseSettings`` is the one record; the rest is derived from its fields' metadata:
 
 - the sweep's parser (``benches.sweep.options``: one option per field with a flag),
-- the sweep's validated values (``benches.sweep.arguments.Sweep`` has every fixed setting,
+- the sweep's validated values (``benches.sweep.record.Sweep`` has every fixed setting,
   ``FixedSettings``), and the engine's ``CaseSpec`` (a ``CaseSettings`` with what a process
   needs besides),
 - a results row's and a pooled case's identity fields (``reports.schema.records.Row``:
@@ -15,8 +15,9 @@ resume skips, and pooling merges, only rows of one identity).
 
 A new setting, fixed or swept (``swept=True``: the sweep takes a list of values, the plan crosses
 them, a case id names a value other than the default; ``loop=True``: each value is a group of
-its own), is one field here plus the one place in the engine that applies it (a ``Recipe`` field
-of the same name is filled from the case).
+its own, which every swept setting must be: refused at import otherwise), is one field here
+plus the one place in the engine that applies it (a ``Recipe`` field of the same name is filled
+from the case).
 Standard library and msgspec only: the engine, the sweep and the report all import it.
 """
 
@@ -310,6 +311,13 @@ LOOP = tuple(f.name for f in SETTINGS if f.metadata["loop"])  # the report's gro
 GROUP = ("accumulate", "live_tensors", *LOOP)
 #: the swept settings that change the loop: a report's tables show one value of each (``main``)
 SWEPT_LOOP = tuple(n for n in LOOP if n in SWEPT)
+# a swept setting is a group of its own per value, its value in every case id and identity: K
+# and N by their own names (``GROUP``, ``CaseSpec.case_id``), any other as a loop setting. One
+# declared swept without ``loop`` would pool its values' cases and share their ids: refused
+# here, where it is declared, not found later by a sweep failing on two cases' one id
+_UNGROUPED = [n for n in SWEPT if n not in ("strategy", *GROUP)]
+if _UNGROUPED:
+    raise TypeError(f"swept settings must be loop settings (loop=True): {', '.join(_UNGROUPED)}")
 OPTION = {f.name: f.metadata["flag"] for f in SETTINGS if f.metadata["flag"]}  # for messages
 OPTION["options"] = "--strategies NAME:OPTIONS"
 #: a pooled case's settings (``Entry``): the identity a sweep fixes and its swept loop values
@@ -419,6 +427,13 @@ def group_of_record(k: int, n: int, case: Mapping[str, Any]) -> tuple:
     return (k, n, *(case[name] for name in LOOP))
 
 
+def in_order(values: Iterable[Any]) -> list[Any]:
+    """A setting's values in their order: numbers by value (8 before 16), the rest as text."""
+    return sorted(
+        values, key=lambda v: (0, v, "") if isinstance(v, int | float) else (1, 0, str(v))
+    )
+
+
 def main_values(cases: Iterable[Any]) -> dict[str, Any]:
     """The value of each swept loop setting that a report's tables show: the setting's default
     where the cases ran it, else the first of their values (verdicts.json keeps every one)."""
@@ -426,7 +441,7 @@ def main_values(cases: Iterable[Any]) -> dict[str, Any]:
     out = {}
     for f in SETTINGS:
         if f.name in SWEPT_LOOP:
-            values = sorted({getattr(c, f.name) for c in cases}, key=str)
+            values = in_order({getattr(c, f.name) for c in cases})
             out[f.name] = f.default if f.default in values or not values else values[0]
     return out
 
