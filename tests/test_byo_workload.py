@@ -280,3 +280,54 @@ def test_foreach_zero_launches_are_the_kernels_cuda_runs():
     ]
     assert ops.launches == len(kernels) > 1
     assert all(g.count_nonzero() == 0 for g in grads)
+
+
+@pytest.fixture
+def undeclared(tmp_path, monkeypatch):
+    """The convnet example's factory without its ``honours``, and one whose declaration is a
+    string (a name, not a tuple of names)."""
+    (tmp_path / "zg_undeclared.py").write_text(
+        textwrap.dedent(
+            """
+            from examples.workloads.convnet import ConvWorkload
+
+            def workload(settings):
+                return ConvWorkload(settings)
+
+            def as_text(settings):
+                return ConvWorkload(settings)
+
+            as_text.honours = "preset"
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("spec", "named"),
+    [
+        ("zg_undeclared:workload", "--preset tiny: the workload 'zg_undeclared:workload' does "
+         "not honour preset (it declares honours = ())"),
+        ("zg_undeclared:as_text", "honours = 'preset'; valid: a tuple of setting names"),
+    ],
+)  # fmt: skip
+def test_a_setting_the_workload_does_not_declare_is_refused(spec, named, undeclared, capsys):
+    out = undeclared / "out"
+    code = cli.main(["run", *QUICK, "--workload", spec, "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and named in err, err
+    assert not out.exists()
+    # not given, the setting is the workload's business: the sweep takes it
+    argv = [a for a in QUICK if a not in ("--preset", "tiny")]
+    again = ["run", *argv, "--workload", spec, "--out", str(undeclared / "again")]
+    sweep = cli.resolve(cli.build_parser().parse_args(again))
+    assert sweep.workload == spec
+
+
+def test_the_reference_and_the_examples_declare_what_they_honour():
+    from benches.workloads import protocol
+
+    for spec in (protocol.DEFAULT, CONVNET, GPT2, "examples.workloads.mixtral:workload"):
+        assert protocol.honoured(protocol.load(spec), spec) == ("preset",)

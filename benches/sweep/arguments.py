@@ -22,6 +22,7 @@ from benches.sweep.machine import (
     default_threads,
     device_and_preset,
     find_workload,
+    honours,
     pinning,
     preset_of,
 )
@@ -151,6 +152,7 @@ def resolve(args: argparse.Namespace, nodes: list[dict[str, Any]] | None = None)
             check_workload(workload, device, preset, axes["accumulate"][0], fixed["seed"])
         else:  # the GPUs are the nodes' only: its factory found here, built where it runs
             find_workload(workload)
+    honours(args, workload)  # what it applies, once it is known to load and run
     pairs = (fixed["repeat"], fixed["warmup"])
     timeout = case_timeout(args, device, preset, pairs, parallel, {**recipe, **axes})
     out = output_dir(args)

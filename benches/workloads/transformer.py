@@ -436,3 +436,6 @@ def workload(settings) -> Workload:
         seed=settings.seed,
         threads=settings.threads,
     )
+
+
+workload.honours = ("preset",)  # its sizes come from the preset (protocol.honoured)

@@ -76,3 +76,6 @@ class GPT2Workload:
 
 def workload(settings) -> GPT2Workload:
     return GPT2Workload(settings)
+
+
+workload.honours = ("preset",)  # its sizes come from the preset (protocol.honoured)

@@ -63,6 +63,7 @@ def setting(
     factory: Any = None,
     choices: tuple[str, ...] | None = None,
     planned: bool = False,
+    workload: bool = False,
 ) -> Any:
     """A field of ``CaseSettings`` with its metadata.
 
@@ -76,12 +77,15 @@ def setting(
     integer's range (a swept integer's every value); added_later: rows written before it
     existed ran its default; choices: the values it takes, checked where it is read
     (``check_value``: on the command line and where the engine builds its loop); planned: a
-    sweep plans it where the option is not given (``cli_default`` is then its floor).
+    sweep plans it where the option is not given (``cli_default`` is then its floor);
+    workload: only the workload applies it (it builds its model or data from it): a sweep gives
+    it, or varies it, only to a workload that declares it honours it (``protocol.honoured``).
     """
     if kind not in KINDS:
         raise ValueError(f"unknown setting kind {kind!r}; valid: {', '.join(KINDS)}")
     metadata = {
         "planned": planned,
+        "workload": workload,
         "flag": flag,
         "help": help,
         "kind": kind,
@@ -156,7 +160,9 @@ class CaseSettings:
         "transformer, {default}; the protocol: benches/workloads/protocol.py)",
     )
     preset: str = setting(
-        flag="--preset", help="tiny|small|base|big (default: tiny on CPU, base on CUDA)"
+        flag="--preset",
+        workload=True,
+        help="tiny|small|base|big (default: tiny on CPU, base on CUDA)",
     )
     device: str = setting(flag="--device", cli_default="auto", help="auto|cpu|cuda (default: auto)")
     world_size: int = setting(
@@ -298,6 +304,8 @@ SETTINGS = dataclasses.fields(CaseSettings)
 FIELDS = {f.name: f for f in SETTINGS}
 CASE_KEY = tuple(f.name for f in SETTINGS if f.metadata["identity"])
 SWEPT = tuple(f.name for f in SETTINGS if f.metadata["swept"])
+#: the settings only a workload applies: given only to one that declares it honours them
+WORKLOAD = tuple(f.name for f in SETTINGS if f.metadata["workload"])
 # the identity a sweep fixes: every case of a sweep has the same values
 SWEEP_IDENTITY = tuple(n for n in CASE_KEY if n not in SWEPT and n != "options")
 FIXED = tuple(f for f in SETTINGS if not f.metadata["swept"] and f.metadata["flag"])
