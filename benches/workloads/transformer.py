@@ -12,7 +12,8 @@ non-pad target tokens and divided by the non-pad target tokens of the whole wind
 micro-batch gradients add up to the full-batch token-mean gradient. Dividing each micro-batch's
 mean by K instead is wrong when lengths vary (transformers #34191).
 
-This module imports only torch, numpy and the standard library, and never `strategies`.
+This module imports torch, numpy, the standard library and the protocol beside it (its one
+record of a case's settings, `Settings`), never `strategies`.
 
     python -m benches.workloads.transformer      # prints every preset's parameter count
 """
