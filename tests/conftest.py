@@ -91,8 +91,11 @@ def loss_of(model: nn.Module, tokens: torch.Tensor, use_side: bool = False) -> t
 
 
 def reference_grads(model, batches, use_side=False) -> dict[str, torch.Tensor]:
-    """Per-parameter sum of the micro-batch gradients, added in order, without any strategy."""
-    names, params = zip(*model.named_parameters(), strict=True)
+    """Per-parameter sum of the micro-batch gradients, added in order, without any strategy
+    (the trainable parameters': a frozen one has none)."""
+    names, params = zip(
+        *(np for np in model.named_parameters() if np[1].requires_grad), strict=True
+    )
     total: list[torch.Tensor | None] = [None] * len(params)
     for tokens in batches:
         grads = torch.autograd.grad(loss_of(model, tokens, use_side), params, allow_unused=True)

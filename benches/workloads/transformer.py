@@ -261,7 +261,6 @@ def device_of(device: str) -> torch.device:
 
 
 class Workload:
-
     """A seeded model, its batches and its loss; everything a strategy is measured on.
 
     Construction seeds torch's global RNG with `seed` (as nanoGPT's bench.py does), builds the
