@@ -14,6 +14,7 @@ import pytest
 import torch
 from synthetic import rows_of
 
+import strategies
 from benches.engine import bound, costmodel, memory
 from benches.engine.runner import PairedRunner
 from benches.sweep import cli
@@ -331,3 +332,40 @@ def test_the_reference_and_the_examples_declare_what_they_honour():
 
     for spec in (protocol.DEFAULT, CONVNET, GPT2, "examples.workloads.mixtral:workload"):
         assert protocol.honoured(protocol.load(spec), spec) == ("preset",)
+
+
+def test_a_workload_with_a_frozen_base_runs_every_strategy_with_its_gradient_check(tmp_path):
+    """A fine-tune's shape: the reference transformer with every parameter frozen but its
+    decoder's last layer (requires_grad False). Every built-in strategy's case is ok, its
+    gradient check passed against the trainable parameters' reference, and the rows and the
+    page say how many parameters are trainable."""
+    (tmp_path / "zg_frozen.py").write_text(
+        textwrap.dedent(
+            """
+            from benches.workloads.transformer import Workload
+
+            def workload(settings):
+                made = Workload(settings)
+                for name, p in made.model.named_parameters():
+                    p.requires_grad_(name.startswith("decoder.layers.1."))
+                return made
+
+            workload.honours = ("preset",)
+            """
+        )
+    )
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "-m", "benches", "run", *QUICK, "--workload", "zg_frozen:workload",
+         "--out", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+        env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert {r["strategy"] for r in rows} == set(strategies.BUILTIN)
+    for r in rows:
+        assert r["status"] == "ok", r["error"]
+        assert r["grad_check"]["ok"]
+        assert 0 < r["trainable_params"] < r["params"] / 5
+    assert "trainable: the rest frozen" in (out / "index.html").read_text()

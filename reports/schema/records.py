@@ -225,6 +225,8 @@ class Row(RowIdentity, kw_only=True):
     error: str | None = None  # a failed process's one line
     # what it measured (benches.engine.figures.measured_part)
     params: int | None = None
+    # the parameters that require grad (a fine-tune's frozen base does not); older rows: None
+    trainable_params: int | None = None
     tokens_per_window: int | None = None
     tokens_per_second: float | None = None
     flops_per_window: float | None = None
