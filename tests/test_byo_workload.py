@@ -330,8 +330,14 @@ def test_a_setting_the_workload_does_not_declare_is_refused(spec, named, undecla
 def test_the_reference_and_the_examples_declare_what_they_honour():
     from benches.workloads import protocol
 
-    for spec in (protocol.DEFAULT, CONVNET, GPT2, "examples.workloads.mixtral:workload"):
-        assert protocol.honoured(protocol.load(spec), spec) == ("preset",)
+    both = ("preset", "checkpointing")
+    for spec, honours in (
+        (protocol.DEFAULT, both),
+        (GPT2, both),
+        (CONVNET, ("preset",)),
+        ("examples.workloads.mixtral:workload", ("preset",)),
+    ):
+        assert protocol.honoured(protocol.load(spec), spec) == honours
 
 
 def test_a_workload_with_a_frozen_base_runs_every_strategy_with_its_gradient_check(tmp_path):
@@ -369,3 +375,48 @@ def test_a_workload_with_a_frozen_base_runs_every_strategy_with_its_gradient_che
         assert r["grad_check"]["ok"]
         assert 0 < r["trainable_params"] < r["params"] / 5
     assert "trainable: the rest frozen" in (out / "index.html").read_text()
+
+
+def test_checkpointing_a_workload_does_not_declare_is_refused(capsys, tmp_path):
+    code = cli.main(
+        ["run", *QUICK, "--workload", CONVNET, "--checkpointing", "off,on", "--out", str(tmp_path)]
+    )
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert "--checkpointing off,on: the workload" in err and "does not honour checkpointing" in err
+    assert not any(tmp_path.iterdir())
+
+
+def test_an_unknown_checkpointing_value_is_refused_naming_the_valid_ones(capsys, tmp_path):
+    code = cli.main(["run", *QUICK, "--checkpointing", "maybe", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "'maybe'" in err and "off" in err, err
+
+
+def test_a_checkpointed_layer_keeps_less_and_gives_the_same_gradient():
+    """The reference transformer with checkpointing on: the same window gradient (its layers'
+    forward recomputed in the backward, the same arithmetic), and fewer bytes held for the
+    backward (torch.autograd.graph.saved_tensors_hooks counts what autograd keeps)."""
+    from benches.engine import gradients
+    from benches.workloads.transformer import Workload
+
+    def window(checkpointing: str):
+        made = Workload(preset="tiny", device="cpu", accumulate=2, checkpointing=checkpointing)
+        batches = made.batches(0)
+        tokens = made.window_tokens(batches)
+        kept = []
+
+        def pack(t):
+            kept.append(t.numel() * t.element_size())
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            grads = gradients.reference_grads(made, batches, tokens, sum_dtype=None)
+        return grads, sum(kept)
+
+    off, kept_off = window("off")
+    on, kept_on = window("on")
+    assert set(off) == set(on)
+    for name in off:
+        torch.testing.assert_close(on[name], off[name], rtol=1e-5, atol=1e-7)
+    assert kept_on < kept_off / 2, (kept_on, kept_off)

@@ -55,6 +55,9 @@ class Settings:
     threads: int = 1
     preset: str = "tiny"  # a size name; a workload may map it to its own sizes or ignore it
     deterministic: bool = True  # no dropout: the gradient check compares windows
+    # activation checkpointing, "off" or "on": a workload that declares it (``honours``)
+    # recomputes its layers' forward in the backward instead of keeping their activations
+    checkpointing: str = "off"
 
 
 class WorkloadError(ValueError):

@@ -21,6 +21,7 @@ record of a case's settings, `Settings`), never `strategies`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+import torch.utils.checkpoint
 
 from benches.workloads import protocol
 
@@ -47,6 +49,9 @@ class ModelConfig:
     dropout: float = 0.1  # transformer-base's rate; the masks come from torch's global RNG
     max_len: int = 256  # positions the model accepts; the target adds one token (BOS or EOS)
     norm_first: bool = False  # post-norm, as the paper; True is the pre-norm variant
+    # each layer's forward recomputed in the backward (torch.utils.checkpoint, non-reentrant):
+    # its activations are not kept; the case's --checkpointing (protocol.Settings)
+    checkpointing: bool = False
     # data defaults of the preset (a Workload may override each)
     batch_size: int = 64  # sequences per micro-batch
     min_seq_len: int = 8  # content tokens per sentence, drawn uniformly in [min, max]
@@ -166,14 +171,16 @@ class Seq2SeqTransformer(nn.Module):
             raise ValueError(
                 f"sequence length {max(src.size(1), T)} exceeds max_len {self.config.max_len}"
             )
+        run = self.layer_runner()
         memory = self.embed_tokens(src)  # (B, S, C)
         for layer in self.encoder:
-            memory = layer(memory, src_key_padding_mask=src_pad_mask)
+            memory = run(layer, memory, src_key_padding_mask=src_pad_mask)
         memory = self.encoder_norm(memory)
         causal = self.causal_mask[:T, :T]  # (T, T)
         x = self.embed_tokens(tgt_in)  # (B, T, C)
         for layer in self.decoder:
-            x = layer(
+            x = run(
+                layer,
                 x,
                 memory,
                 tgt_mask=causal,
@@ -183,6 +190,14 @@ class Seq2SeqTransformer(nn.Module):
             )
         x = self.decoder_norm(x)
         return self.lm_head(x)  # (B, T, V)
+
+    def layer_runner(self):
+        """How a layer runs: called, or (``config.checkpointing``, with autograd on) under
+        ``torch.utils.checkpoint``, non-reentrant, so that its forward is recomputed in the
+        backward (the RNG state kept: dropout draws the same masks both times)."""
+        if not (self.config.checkpointing and torch.is_grad_enabled()):
+            return lambda layer, *args, **kwargs: layer(*args, **kwargs)
+        return functools.partial(torch.utils.checkpoint.checkpoint, use_reentrant=False)
 
     def get_num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())  # parameters() yields a tied one once
@@ -229,7 +244,11 @@ def model_config(
     for name, value in (("dropout", dropout), ("label_smoothing", label_smoothing)):
         if value is not None and not (isinstance(value, int | float) and 0 <= value < 1):
             raise ValueError(f"invalid {name} {value!r}; valid: a number in [0, 1)")
-    mcfg = PRESETS[settings.preset]
+    if settings.checkpointing not in ("off", "on"):
+        raise ValueError(f"invalid checkpointing {settings.checkpointing!r}; valid: off, on")
+    mcfg = dataclasses.replace(
+        PRESETS[settings.preset], checkpointing=settings.checkpointing == "on"
+    )
     return mcfg if dropout is None else dataclasses.replace(mcfg, dropout=float(dropout))
 
 
@@ -441,4 +460,4 @@ def workload(settings: protocol.Settings) -> Workload:
     return Workload(settings)
 
 
-workload.honours = ("preset",)  # its sizes come from the preset (protocol.honoured)
+workload.honours = ("preset", "checkpointing")  # what it applies (protocol.honoured)

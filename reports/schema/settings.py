@@ -151,6 +151,19 @@ class CaseSettings:
         help="PRECISION[,PRECISION...] swept: fp32; bf16-autocast (fp32 weights and gradients, "
         "the forward under autocast); bf16 (bf16 weights, so bf16 .grad) (default: fp32)",
     )
+    checkpointing: str = setting(
+        "off",
+        flag="--checkpointing",
+        swept=True,
+        loop=True,
+        workload=True,
+        cli_default="off",
+        added_later=True,  # before it, no case checkpointed
+        choices=("off", "on"),
+        help="off|on[,...] swept: activation checkpointing, the workload's own (the reference "
+        "transformer recomputes each layer's forward in the backward: torch.utils.checkpoint, "
+        "non-reentrant); a workload that does not declare it is refused (default: off)",
+    )
     # -- fixed for a sweep ---------------------------------------------------------------------
     workload: str = setting(
         DEFAULT_WORKLOAD,
