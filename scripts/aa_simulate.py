@@ -32,7 +32,7 @@ from msgspec import structs
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benches.sweep.arguments import MAX_LOOKS  # noqa: E402
+from benches.sweep.record import MAX_LOOKS  # noqa: E402
 from reports.judge import noise, verdicts  # noqa: E402
 from reports.judge.rows import pooled, read  # noqa: E402
 from reports.schema.records import Entry  # noqa: E402

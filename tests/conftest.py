@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -90,8 +91,11 @@ def loss_of(model: nn.Module, tokens: torch.Tensor, use_side: bool = False) -> t
 
 
 def reference_grads(model, batches, use_side=False) -> dict[str, torch.Tensor]:
-    """Per-parameter sum of the micro-batch gradients, added in order, without any strategy."""
-    names, params = zip(*model.named_parameters(), strict=True)
+    """Per-parameter sum of the micro-batch gradients, added in order, without any strategy
+    (the trainable parameters': a frozen one has none)."""
+    names, params = zip(
+        *(np for np in model.named_parameters() if np[1].requires_grad), strict=True
+    )
     total: list[torch.Tensor | None] = [None] * len(params)
     for tokens in batches:
         grads = torch.autograd.grad(loss_of(model, tokens, use_side), params, allow_unused=True)
@@ -108,6 +112,34 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     test loads itself (a framework's) goes there after that test (_free_between_tests)."""
     gc.collect()
     gc.freeze()
+
+
+def _plugin_modules(before: set[str]) -> list[str]:
+    """The modules of this checkout's tests (a plugin: ``tests.fault_plugin``) and of a test's
+    own temporary files imported since ``before``: importing one registers its strategies."""
+    out = []
+    for name in set(sys.modules) - before:
+        path = getattr(sys.modules[name], "__file__", None) or ""
+        if name.startswith("tests.") or path.startswith(tempfile.gettempdir()):
+            out.append(name)
+    return out
+
+
+@pytest.fixture(autouse=True)
+def _no_state_leaks():
+    """A test leaves no strategy registered and no plugin imported for the next to read (the
+    registry is the process's: a ``faulty`` left by one test was in another's list of built-in
+    strategies): the registry is put back as it was, and a plugin imported since forgotten, so
+    that a later import registers its strategies again. CI runs the tests in a shuffled order
+    (pytest-randomly, its seed in the first line) to keep it so."""
+    from strategies import registry
+
+    factories, before = dict(registry._factories), set(sys.modules)
+    yield
+    registry._factories.clear()
+    registry._factories.update(factories)
+    for name in _plugin_modules(before):
+        del sys.modules[name]
 
 
 @pytest.fixture(autouse=True)

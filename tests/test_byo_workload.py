@@ -14,6 +14,7 @@ import pytest
 import torch
 from synthetic import rows_of
 
+import strategies
 from benches.engine import bound, costmodel, memory
 from benches.engine.runner import PairedRunner
 from benches.sweep import cli
@@ -280,3 +281,142 @@ def test_foreach_zero_launches_are_the_kernels_cuda_runs():
     ]
     assert ops.launches == len(kernels) > 1
     assert all(g.count_nonzero() == 0 for g in grads)
+
+
+@pytest.fixture
+def undeclared(tmp_path, monkeypatch):
+    """The convnet example's factory without its ``honours``, and one whose declaration is a
+    string (a name, not a tuple of names)."""
+    (tmp_path / "zg_undeclared.py").write_text(
+        textwrap.dedent(
+            """
+            from examples.workloads.convnet import ConvWorkload
+
+            def workload(settings):
+                return ConvWorkload(settings)
+
+            def as_text(settings):
+                return ConvWorkload(settings)
+
+            as_text.honours = "preset"
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("spec", "named"),
+    [
+        ("zg_undeclared:workload", "--preset tiny: the workload 'zg_undeclared:workload' does "
+         "not honour preset (it declares honours = ())"),
+        ("zg_undeclared:as_text", "honours = 'preset'; valid: a tuple of setting names"),
+    ],
+)  # fmt: skip
+def test_a_setting_the_workload_does_not_declare_is_refused(spec, named, undeclared, capsys):
+    out = undeclared / "out"
+    code = cli.main(["run", *QUICK, "--workload", spec, "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and named in err, err
+    assert not out.exists()
+    # not given, the setting is the workload's business: the sweep takes it
+    argv = [a for a in QUICK if a not in ("--preset", "tiny")]
+    again = ["run", *argv, "--workload", spec, "--out", str(undeclared / "again")]
+    sweep = cli.resolve(cli.build_parser().parse_args(again))
+    assert sweep.workload == spec
+
+
+def test_the_reference_and_the_examples_declare_what_they_honour():
+    from benches.workloads import protocol
+
+    both = ("preset", "checkpointing")
+    for spec, honours in (
+        (protocol.DEFAULT, both),
+        (GPT2, both),
+        (CONVNET, ("preset",)),
+        ("examples.workloads.mixtral:workload", ("preset",)),
+    ):
+        assert protocol.honoured(protocol.load(spec), spec) == honours
+
+
+def test_a_workload_with_a_frozen_base_runs_every_strategy_with_its_gradient_check(tmp_path):
+    """A fine-tune's shape: the reference transformer with every parameter frozen but its
+    decoder's last layer (requires_grad False). Every built-in strategy's case is ok, its
+    gradient check passed against the trainable parameters' reference, and the rows and the
+    page say how many parameters are trainable."""
+    (tmp_path / "zg_frozen.py").write_text(
+        textwrap.dedent(
+            """
+            from benches.workloads.transformer import Workload
+
+            def workload(settings):
+                made = Workload(settings)
+                for name, p in made.model.named_parameters():
+                    p.requires_grad_(name.startswith("decoder.layers.1."))
+                return made
+
+            workload.honours = ("preset",)
+            """
+        )
+    )
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "-m", "benches", "run", *QUICK, "--workload", "zg_frozen:workload",
+         "--out", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+        env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert {r["strategy"] for r in rows} == set(strategies.BUILTIN)
+    for r in rows:
+        assert r["status"] == "ok", r["error"]
+        assert r["grad_check"]["ok"]
+        assert 0 < r["trainable_params"] < r["params"] / 5
+    assert "trainable: the rest frozen" in (out / "index.html").read_text()
+
+
+def test_checkpointing_a_workload_does_not_declare_is_refused(capsys, tmp_path):
+    code = cli.main(
+        ["run", *QUICK, "--workload", CONVNET, "--checkpointing", "off,on", "--out", str(tmp_path)]
+    )
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert "--checkpointing off,on: the workload" in err and "does not honour checkpointing" in err
+    assert not any(tmp_path.iterdir())
+
+
+def test_an_unknown_checkpointing_value_is_refused_naming_the_valid_ones(capsys, tmp_path):
+    code = cli.main(["run", *QUICK, "--checkpointing", "maybe", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "'maybe'" in err and "off" in err, err
+
+
+def test_a_checkpointed_layer_keeps_less_and_gives_the_same_gradient():
+    """The reference transformer with checkpointing on: the same window gradient (its layers'
+    forward recomputed in the backward, the same arithmetic), and fewer bytes held for the
+    backward (torch.autograd.graph.saved_tensors_hooks counts what autograd keeps)."""
+    from benches.engine import gradients
+    from benches.workloads.transformer import Workload
+
+    def window(checkpointing: str):
+        made = Workload(preset="tiny", device="cpu", accumulate=2, checkpointing=checkpointing)
+        batches = made.batches(0)
+        tokens = made.window_tokens(batches)
+        kept = []
+
+        def pack(t):
+            kept.append(t.numel() * t.element_size())
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            grads = gradients.reference_grads(made, batches, tokens, sum_dtype=None)
+        return grads, sum(kept)
+
+    off, kept_off = window("off")
+    on, kept_on = window("on")
+    assert set(off) == set(on)
+    for name in off:
+        torch.testing.assert_close(on[name], off[name], rtol=1e-5, atol=1e-7)
+    assert kept_on < kept_off / 2, (kept_on, kept_off)

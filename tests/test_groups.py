@@ -88,3 +88,25 @@ def test_the_page_keeps_two_values_of_a_swept_axis_apart(tmp_path):
     for case in report.cases:  # each pooled from its fp32 rows alone
         fp32 = [r for r in rows if (r["strategy"], r["accumulate"]) == (case.strategy, case.k)]
         assert case.rounds == len([r for r in fp32 if r["precision"] == "fp32"])
+
+
+def test_a_settings_values_are_in_their_order_numbers_by_value():
+    assert settings.in_order({16, 8, 64}) == [8, 16, 64]  # not "16" before "8"
+    assert settings.in_order({"last", "every"}) == ["every", "last"]
+
+
+def test_every_swept_setting_is_a_group_of_its_own_per_value():
+    """A swept setting declared without ``loop`` would pool its values' cases and give two of
+    them one case id: ``settings`` refuses it where it is declared."""
+    named = set(settings.GROUP) | {"strategy"}
+    assert set(settings.SWEPT) <= named
+
+
+def test_quick_keeps_the_sweeps_default_of_an_axis_it_does_not_set():
+    import argparse
+
+    from benches.sweep import arguments
+
+    args = argparse.Namespace(quick=True, grad_sync=None, accumulate=None)
+    assert arguments.swept(args, "grad_sync", "last") == "last"  # --quick sets no flavour
+    assert arguments.swept(args, "accumulate", "1,4") == arguments.QUICK["accumulate"]

@@ -19,6 +19,7 @@ from tests.synthetic import make_row, standard_rows, write_run
 from tests.test_guards import one_line, snapshot
 
 sys.path.insert(0, str(ROOT / "scripts"))
+import sample_docs
 import samples
 
 
@@ -200,12 +201,12 @@ def test_samples_usage_errors_are_one_line_and_exit_2(argv, named):
 @pytest.fixture
 def documents(tmp_path, monkeypatch) -> Path:
     """The documents and the samples in a folder of their own, read by the script instead."""
-    for document in samples.DOCUMENTS:
+    for document in sample_docs.DOCUMENTS:
         (tmp_path / document).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(ROOT / document, tmp_path / document)
     shutil.copytree(samples.SAMPLES, tmp_path / "samples", ignore=shutil.ignore_patterns("*.html"))
-    monkeypatch.setattr(samples, "ROOT", tmp_path)
-    monkeypatch.setattr(samples, "SAMPLES", tmp_path / "samples")
+    monkeypatch.setattr(sample_docs, "ROOT", tmp_path)
+    monkeypatch.setattr(sample_docs, "SAMPLES", tmp_path / "samples")
     return tmp_path
 
 
@@ -228,12 +229,12 @@ def test_a_document_whose_markers_do_not_pair_is_refused_and_never_rewritten(cut
         text = text[:start] + text[start + len(marker) :]
         named = named.format(line=text.count("\n", 0, text.index("<!-- /samples -->", start)) + 1)
     readme.write_text(text)
-    before = {d: (documents / d).read_bytes() for d in samples.DOCUMENTS}
+    before = {d: (documents / d).read_bytes() for d in sample_docs.DOCUMENTS}
     for write in (True, False):
-        with pytest.raises(samples.UsageError, match="nothing was rewritten") as refused:
-            samples.stale_blocks(write=write)
+        with pytest.raises(sample_docs.UsageError, match="nothing was rewritten") as refused:
+            sample_docs.stale_blocks(write=write)
         assert named in str(refused.value), str(refused.value)
-    assert {d: (documents / d).read_bytes() for d in samples.DOCUMENTS} == before
+    assert {d: (documents / d).read_bytes() for d in sample_docs.DOCUMENTS} == before
 
 
 @pytest.mark.parametrize(
@@ -250,11 +251,11 @@ def test_a_sample_that_cannot_be_read_is_named_by_its_path(name, content, named,
         path.unlink()
     else:
         path.write_text(content)
-    before = {d: (documents / d).read_bytes() for d in samples.DOCUMENTS}
-    with pytest.raises(samples.UsageError, match="cannot read") as refused:
-        samples.readable(lambda: samples.stale_blocks(write=True))
+    before = {d: (documents / d).read_bytes() for d in sample_docs.DOCUMENTS}
+    with pytest.raises(sample_docs.UsageError, match="cannot read") as refused:
+        sample_docs.readable(lambda: sample_docs.stale_blocks(write=True))
     assert named in str(refused.value), str(refused.value)
-    assert {d: (documents / d).read_bytes() for d in samples.DOCUMENTS} == before
+    assert {d: (documents / d).read_bytes() for d in sample_docs.DOCUMENTS} == before
 
 
 def test_a_sweep_the_sweep_refuses_passes_its_own_line_through(tmp_path):

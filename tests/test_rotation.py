@@ -208,6 +208,11 @@ def test_a_process_is_expected_to_take_as_long_as_its_kind_took_so_far():
     assert expected_wall(walls, rotated) == 0.0
     walls[wall_kind(alone)] = [2.0, 3.0, 7.0]
     assert expected_wall(walls, alone) == 3.0
-    assert expected_wall(walls, rotated) == 7.0  # no process of its kind yet: the longest
+    # no process of its kind yet: the longest per strategy, times its strategies
+    assert expected_wall(walls, rotated) == 14.0
     walls[wall_kind(rotated)] = [25.0, 30.0, 49.0]
     assert expected_wall(walls, rotated) == 30.0
+    # a kind of one strategy, after a shared one of two only: the shared one's per strategy
+    other = dataclasses.replace(alone, live_tensors=10)
+    del walls[wall_kind(alone)]
+    assert expected_wall(walls, other) == 24.5

@@ -15,17 +15,18 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 
-import samples  # noqa: E402  (scripts/ is not a package)
+import sample_docs  # noqa: E402  (scripts/ is not a package)
+import samples  # noqa: E402
 
 
 def test_every_block_of_the_docs_is_what_the_committed_samples_say():
-    assert samples.stale_blocks() == [], "run: python scripts/samples.py docs"
+    assert sample_docs.stale_blocks() == [], "run: python scripts/samples.py docs"
 
 
 def test_every_generated_block_appears_in_a_document():
-    text = "".join((ROOT / d).read_text() for d in samples.DOCUMENTS)
-    found = {m["name"] for m in samples.START.finditer(text)}
-    assert found == set(samples.BLOCKS)
+    text = "".join((ROOT / d).read_text() for d in sample_docs.DOCUMENTS)
+    found = {m["name"] for m in sample_docs.START.finditer(text)}
+    assert found == set(sample_docs.BLOCKS)
 
 
 def test_the_samples_record_the_command_that_made_them():
@@ -41,7 +42,7 @@ def test_the_samples_record_the_command_that_made_them():
 def copied(tmp_path, monkeypatch) -> Path:
     """The committed samples in a folder of their own, read by the script instead."""
     shutil.copytree(samples.SAMPLES, tmp_path / "samples", ignore=shutil.ignore_patterns("*.html"))
-    monkeypatch.setattr(samples, "SAMPLES", tmp_path / "samples")
+    monkeypatch.setattr(sample_docs, "SAMPLES", tmp_path / "samples")
     return tmp_path / "samples"
 
 
@@ -51,7 +52,7 @@ def test_a_verdict_that_changed_makes_its_blocks_stale(copied):
     window = [c for c in verdicts["comparisons"] if c["metric"] == "window"]
     window[0]["verdict"] = "unclear" if window[0]["verdict"] != "unclear" else "same"
     path.write_text(json.dumps(verdicts))
-    stale = samples.stale_blocks()
+    stale = sample_docs.stale_blocks()
     assert "docs/sweep.md: quick-table" in stale
     assert "README.md: quick-sentence" in stale
 
@@ -61,7 +62,7 @@ def test_a_wall_time_that_changed_makes_its_block_stale(copied):
     recorded = json.loads(path.read_text())
     recorded["wall_s"] += 120
     path.write_text(json.dumps(recorded))
-    assert samples.stale_blocks() == ["docs/method.md: default-sweeps"]
+    assert sample_docs.stale_blocks() == ["docs/method.md: default-sweeps"]
 
 
 def test_a_cuda_sample_is_kept_without_a_gpu_and_an_unknown_name_is_refused():

@@ -230,3 +230,32 @@ def test_step_clip_equals_clip_grad_norm_on_a_copy(name):
                 torch.testing.assert_close(p.grad, copies[n].grad, rtol=1e-6, atol=0, msg=n)
             if n.startswith("side"):
                 assert p.grad is None or not p.grad.any(), n
+
+
+def test_a_frozen_parameter_never_gets_a_grad_nor_counts_as_held(name):
+    """A fine-tune's frozen base (requires_grad False on most parameters): every strategy gives
+    the trainable ones the reference gradients, window after window, the frozen ones no .grad,
+    and holds no bytes for them (``memory.held_bytes``)."""
+    from benches.engine.memory import held_bytes, storage_bytes
+
+    def collected(freeze: bool):
+        model = make_model()
+        if freeze:
+            for p in (*model.mlp.parameters(), *model.norm.parameters(), model.side.weight):
+                p.requires_grad_(False)
+        collector = strategies.GradientCollector(model, strategy=name)
+        for window in range(3):
+            batches = make_batches(2, seed=30 + window)
+            expected = reference_grads(model, batches, use_side=window == 1)
+            run_window(collector, model, batches, use_side=window == 1)
+            assert_window_equals(model, expected)
+            frozen = [n for n, p in model.named_parameters() if not p.requires_grad]
+            assert all(p.grad is None for p in model.parameters() if not p.requires_grad), frozen
+        return model, collector
+
+    model, frozen = collected(freeze=True)
+    _, every = collected(freeze=False)
+    frozen_bytes = storage_bytes(p for p in model.parameters() if not p.requires_grad)
+    assert held_bytes(frozen) <= held_bytes(every) - frozen_bytes
+    frozen.close()
+    every.close()

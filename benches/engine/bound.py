@@ -123,6 +123,10 @@ class Bound:
     def num_params(self) -> int:
         return sum(p.numel() for p in self.model.parameters())  # tied weights appear once
 
+    def num_trainable_params(self) -> int:
+        """The parameters that require grad (a fine-tune's frozen base does not)."""
+        return sum(p.numel() for p in self.model.parameters() if p.requires_grad)
+
     def tokens_per_window(self) -> int | None:
         method = getattr(self.made, "tokens_per_window", None)
         return method() if callable(method) else None

@@ -61,6 +61,7 @@ def measured_part(
         "error": None,
         "control": spec.control,
         "params": workload.num_params(),
+        "trainable_params": workload.num_trainable_params(),
         "tokens_per_window": tokens_per_window,
         "tokens_per_second": (
             tokens_per_window / window_median if window_median and tokens_per_window else None

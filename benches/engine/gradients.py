@@ -54,10 +54,14 @@ def reference_sums(
 ) -> list[dict[str, torch.Tensor]]:
     """The window's gradient without any strategy, one pass: autograd.grad per micro-batch
     (through ``module``, default the model, at the precision, default the case's), summed in
-    each of ``sum_dtypes`` (None: in the gradients' own dtype, the additions autograd makes)."""
+    each of ``sum_dtypes`` (None: in the gradients' own dtype, the additions autograd makes);
+    the trainable parameters' only."""
     model = model if model is not None else workload.model
     module = module if module is not None else model
-    names, params = zip(*model.named_parameters(), strict=True)
+    # a frozen parameter (requires_grad False: a fine-tune's base) has no gradient to compare
+    names, params = zip(
+        *(np for np in model.named_parameters() if np[1].requires_grad), strict=True
+    )
     totals: list[list[torch.Tensor | None]] = [[None] * len(params) for _ in sum_dtypes]
     extra = () if precision is None else (precision,)  # a bare workload (tests) has none
     for batch in batches:

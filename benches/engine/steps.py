@@ -67,6 +67,7 @@ def setup(spec: CaseSpec) -> bound.Bound:
         threads=spec.threads,
         preset=spec.preset,
         deterministic=True,  # the gradient check compares windows: no random masks
+        checkpointing=spec.checkpointing,
     )
     workload = bound.build(spec.workload, settings)
     workload.recipe = recipe

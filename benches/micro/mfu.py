@@ -43,10 +43,7 @@ def measure(args: argparse.Namespace) -> dict:
     }
     if args.max_len is not None:
         overrides["max_len"] = args.max_len
-    made = Workload(
-        preset=args.preset, accumulate=args.accumulate, device=str(device), dropout=0.0,
-        **overrides,
-    )  # fmt: skip
+    made = Workload(settings, **overrides)  # the one record; deterministic: no dropout
     workload = bound.Bound(made, settings)
     workload.recipe = training.Recipe(args.precision, args.compile, args.optimizer)
     loop = Loop(workload, workload.model, "native")

@@ -1,5 +1,5 @@
 """The sweep's arguments: the options (``options``, the parser) checked one by one and against
-each other into a ``Sweep``. Every problem is a one-line ``UsageError`` (exit 2)."""
+each other into a ``Sweep`` (``record``). Every problem is a one-line ``UsageError`` (exit 2)."""
 
 from __future__ import annotations
 
@@ -22,28 +22,20 @@ from benches.sweep.machine import (
     default_threads,
     device_and_preset,
     find_workload,
+    honours,
     pinning,
     preset_of,
 )
 from benches.sweep.options import AXIS_DEFAULTS, DEFAULT_BUDGET, QUICK
 from benches.sweep.outdir import UsageError, output_dir
+from benches.sweep.record import MAX_LOOKS, Sweep
 from benches.sweep.values import fraction, int_list, int_value, seconds, threads_per_rank
 from benches.workloads import protocol
 from reports.judge.rows import spell
-from reports.judge.verdicts import DEFAULT_MIN_EFFECT
 from reports.schema.records import RecordError, RunFile
-from reports.schema.settings import (
-    AXES,
-    FIXED,
-    SETTINGS,
-    FixedSettings,
-    SweptSettings,
-    check_value,
-)
+from reports.schema.settings import AXES, FIXED, SETTINGS, check_value
 
 BASELINE_GONE = "baseline"
-MAX_LOOKS = 6  # the first round and up to 5 added rounds; alpha spent over them (stats.spent)
-CONTROL_PROCESSES = 3  # processes of the control strategy per (K, N) when --rounds is 1
 
 
 EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b")
@@ -69,36 +61,6 @@ def control_of(args: argparse.Namespace, names: list[str]) -> str:
     if control != "none" and control not in names:
         raise UsageError(f"--control {control!r} is not swept; valid: none, {', '.join(names)}")
     return control
-
-
-@dataclasses.dataclass(kw_only=True)
-class Sweep(FixedSettings, SweptSettings):
-    """A validated sweep: every fixed setting of its cases (``FixedSettings``) and every swept
-    one as a list of values (``SweptSettings``), both from ``reports.schema.settings
-    .CaseSettings``; its strategies' labels, and the sweep's own."""
-
-    strategies: list[str]
-    rounds: int
-    timeout: float
-    resume: bool
-    out: Path
-    min_effect: float = DEFAULT_MIN_EFFECT
-    control: str = "none"
-    budget: float = 0.0  # seconds for the whole sweep; > 0: rounds added while verdicts are open
-    looks: int = 1  # how often the sweep may look at its verdicts (alpha spent over them)
-    # added processes run the pairs planned from measured costs and variances
-    # (budget.plan_pairs); False where --repeat was given
-    plan_pairs: bool = True
-    rotate: bool = True  # added rounds: a group's strategies share a process (engine.rotation)
-    quick: bool = False  # --quick: its defaults (options.QUICK); the report says what it missed
-    # processes of the control strategy per (K, N) with one round: on a cluster, at least two
-    # per machine (the spread between machines is estimated from them)
-    controls: int = CONTROL_PROCESSES
-    cluster: str | None = None  # --cluster: a Ray cluster's address, or None (this machine)
-    per_node: int | None = None  # --per-node: processes at once per node (None: the default)
-    exclusive: bool = False  # --exclusive: one process per node
-    # --base: the sweep's strategies the base build lacks, each with why (measured at head only)
-    base_missing: list[str] = dataclasses.field(default_factory=list)
 
 
 def setting_value(args: argparse.Namespace, f: dataclasses.Field) -> Any:
@@ -190,6 +152,7 @@ def resolve(args: argparse.Namespace, nodes: list[dict[str, Any]] | None = None)
             check_workload(workload, device, preset, axes["accumulate"][0], fixed["seed"])
         else:  # the GPUs are the nodes' only: its factory found here, built where it runs
             find_workload(workload)
+    honours(args, workload)  # what it applies, once it is known to load and run
     pairs = (fixed["repeat"], fixed["warmup"])
     timeout = case_timeout(args, device, preset, pairs, parallel, {**recipe, **axes})
     out = output_dir(args)
@@ -271,7 +234,8 @@ def swept(args: argparse.Namespace, name: str, default: str) -> str:
     given = getattr(args, name)
     if given is not None:
         return given
-    return QUICK[name] if getattr(args, "quick", False) else default
+    # an axis --quick does not set (one added after it) keeps the sweep's default
+    return QUICK.get(name, default) if getattr(args, "quick", False) else default
 
 
 # options whose empty value would silently become the default: refused where they are parsed

@@ -23,13 +23,7 @@ from rich.markup import escape
 from benches.engine import envinfo, results
 from benches.engine.spec import CaseSpec
 from benches.sweep import zygote
-from benches.sweep.arguments import (
-    CONTROL_PROCESSES,
-    Sweep,
-    UsageError,
-    case_settings,
-    resolve,
-)
+from benches.sweep.arguments import UsageError, case_settings, resolve
 from benches.sweep.budget import (
     PLAN_RULE,
     REPORT_LOOKS,
@@ -46,6 +40,7 @@ from benches.sweep.options import build_parser
 from benches.sweep.outdir import DEFAULT_RUNS
 from benches.sweep.places import ClusterLost, Local, Place
 from benches.sweep.plan import cases
+from benches.sweep.record import CONTROL_PROCESSES, Sweep
 from reports.judge.rows import case_key
 from reports.schema.records import RUN, RunFile
 

@@ -16,6 +16,7 @@ from benches.sweep.outdir import UsageError
 from benches.sweep.values import threads_per_rank
 from benches.workloads import protocol
 from benches.workloads.transformer import PRESETS
+from reports.schema.settings import FIELDS, SETTINGS
 
 DEVICES = ("auto", "cpu", "cuda")
 # seconds per micro-batch forward+backward to budget for, by device: the timeout scales with it
@@ -169,6 +170,31 @@ def find_workload(spec: str) -> None:
         raise UsageError(str(err)) from None
     except SystemExit as err:
         raise UsageError(f"--workload {spec!r} called sys.exit({err.code!r})") from None
+
+
+def honours(args: argparse.Namespace, workload: str) -> None:
+    """Every setting only a workload applies (``settings.WORKLOAD``) that the command gives is
+    one the workload declares it honours (``protocol.honoured``), or the sweep is refused: its
+    rows would name a setting their model never ran."""
+    given = {
+        f.name: value
+        for f in SETTINGS
+        if f.metadata["workload"]
+        and (value := getattr(args, f.metadata["dest"] or f.name, None)) is not None
+    }
+    if not given:
+        return
+    try:
+        declared = protocol.honoured(protocol.load(workload), workload)
+    except protocol.WorkloadError as err:
+        raise UsageError(str(err)) from None
+    for name, value in given.items():
+        if name not in declared:
+            flag = FIELDS[name].metadata["flag"]
+            raise UsageError(
+                f"{flag} {value}: the workload {workload!r} does not honour {name} (it declares "
+                f"honours = {declared!r}; protocol.py: a workload names what it applies)"
+            )
 
 
 def pinning(asked: bool | None, threads: int, world_size: int) -> bool:

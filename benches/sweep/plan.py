@@ -8,8 +8,9 @@ import itertools
 from typing import Any
 
 from benches.engine.spec import CaseSpec
-from benches.sweep.arguments import Sweep, UsageError, case_settings
+from benches.sweep.arguments import UsageError, case_settings
 from benches.sweep.budget import share_processes
+from benches.sweep.record import Sweep
 from reports.schema.settings import SWEPT
 
 

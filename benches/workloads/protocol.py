@@ -15,8 +15,14 @@ live tensors, threads, preset, deterministic) and gets back an object with
   normaliser, so that the window's gradient is the sum over its micro-batches;
 
 and optionally ``tokens_per_window()``, ``flops_per_window()`` and ``ballast`` (otherwise the
-engine makes ``live_tensors`` unrelated leaf tensors itself). With ``settings.deterministic``
-the forward must draw no random numbers (no dropout): gradient checks compare windows.
+engine makes ``live_tensors`` unrelated leaf tensors itself).
+
+The factory declares the settings it applies beyond the engine's own (``honours``, as an asv
+benchmark declares its ``params``): ``workload.honours = ("preset",)`` says it builds its sizes
+from ``settings.preset``. A sweep given such a setting (``reports.schema.settings.WORKLOAD``) on
+its command line, for a workload that does not honour it, is refused before anything runs: its
+rows would name a setting their model never ran. With ``settings.deterministic`` the forward
+must draw no random numbers (no dropout): gradient checks compare windows.
 
 The reference transformer (``benches.workloads.transformer:workload``) is the first implementation.
 """
@@ -49,6 +55,9 @@ class Settings:
     threads: int = 1
     preset: str = "tiny"  # a size name; a workload may map it to its own sizes or ignore it
     deterministic: bool = True  # no dropout: the gradient check compares windows
+    # activation checkpointing, "off" or "on": a workload that declares it (``honours``)
+    # recomputes its layers' forward in the backward instead of keeping their activations
+    checkpointing: str = "off"
 
 
 class WorkloadError(ValueError):
@@ -59,6 +68,18 @@ def canonical(spec: str) -> str:
     """``spec`` with a moved module's new name (the spelling rows and resume compare)."""
     module_name, sep, attribute = str(spec).partition(":")
     return f"{MOVED.get(module_name, module_name)}{sep}{attribute}"
+
+
+def honoured(factory: Callable[[Settings], Any], spec: str) -> tuple[str, ...]:
+    """The settings ``factory`` declares it applies (its ``honours``: none where it declares
+    none); a declaration that is not names of settings is a ``WorkloadError``."""
+    value = getattr(factory, "honours", ())
+    if isinstance(value, str) or not all(isinstance(v, str) for v in value):
+        raise WorkloadError(
+            f"--workload {spec!r}: honours = {value!r}; valid: a tuple of setting names, "
+            "e.g. ('preset',)"
+        )
+    return tuple(value)
 
 
 def load(spec: str) -> Callable[[Settings], Any]:

@@ -12,7 +12,8 @@ non-pad target tokens and divided by the non-pad target tokens of the whole wind
 micro-batch gradients add up to the full-batch token-mean gradient. Dividing each micro-batch's
 mean by K instead is wrong when lengths vary (transformers #34191).
 
-This module imports only torch, numpy and the standard library, and never `strategies`.
+This module imports torch, numpy, the standard library and the protocol beside it (its one
+record of a case's settings, `Settings`), never `strategies`.
 
     python -m benches.workloads.transformer      # prints every preset's parameter count
 """
@@ -20,6 +21,7 @@ This module imports only torch, numpy and the standard library, and never `strat
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -28,6 +30,9 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+import torch.utils.checkpoint
+
+from benches.workloads import protocol
 
 PAD, BOS, EOS = 0, 1, 2  # token ids 3..vocab_size-1 are content
 DEVICES = ("auto", "cpu", "cuda")
@@ -44,6 +49,9 @@ class ModelConfig:
     dropout: float = 0.1  # transformer-base's rate; the masks come from torch's global RNG
     max_len: int = 256  # positions the model accepts; the target adds one token (BOS or EOS)
     norm_first: bool = False  # post-norm, as the paper; True is the pre-norm variant
+    # each layer's forward recomputed in the backward (torch.utils.checkpoint, non-reentrant):
+    # its activations are not kept; the case's --checkpointing (protocol.Settings)
+    checkpointing: bool = False
     # data defaults of the preset (a Workload may override each)
     batch_size: int = 64  # sequences per micro-batch
     min_seq_len: int = 8  # content tokens per sentence, drawn uniformly in [min, max]
@@ -163,14 +171,16 @@ class Seq2SeqTransformer(nn.Module):
             raise ValueError(
                 f"sequence length {max(src.size(1), T)} exceeds max_len {self.config.max_len}"
             )
+        run = self.layer_runner()
         memory = self.embed_tokens(src)  # (B, S, C)
         for layer in self.encoder:
-            memory = layer(memory, src_key_padding_mask=src_pad_mask)
+            memory = run(layer, memory, src_key_padding_mask=src_pad_mask)
         memory = self.encoder_norm(memory)
         causal = self.causal_mask[:T, :T]  # (T, T)
         x = self.embed_tokens(tgt_in)  # (B, T, C)
         for layer in self.decoder:
-            x = layer(
+            x = run(
+                layer,
                 x,
                 memory,
                 tgt_mask=causal,
@@ -181,28 +191,20 @@ class Seq2SeqTransformer(nn.Module):
         x = self.decoder_norm(x)
         return self.lm_head(x)  # (B, T, V)
 
+    def layer_runner(self):
+        """How a layer runs: called, or (``config.checkpointing``, with autograd on) under
+        ``torch.utils.checkpoint``, non-reentrant, so that its forward is recomputed in the
+        backward (the RNG state kept: dropout draws the same masks both times)."""
+        if not (self.config.checkpointing and torch.is_grad_enabled()):
+            return lambda layer, *args, **kwargs: layer(*args, **kwargs)
+        return functools.partial(torch.utils.checkpoint.checkpoint, use_reentrant=False)
+
     def get_num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())  # parameters() yields a tied one once
 
 
 # -----------------------------------------------------------------------------
 # the workload
-
-
-@dataclass
-class WorkloadConfig:
-    preset: str = "tiny"
-    batch_size: int | None = None  # sequences per micro-batch; None = the preset's default
-    accumulate: int = 1  # K micro-batches per window
-    min_len: int | None = None  # content tokens per sentence; None = the preset's default
-    max_len: int | None = None
-    device: str = "auto"  # auto = cuda when torch.cuda.is_available()
-    dropout: float | None = None  # None = the preset's default
-    seed: int = 0
-    threads: int | None = None  # torch.set_num_threads when given
-    live_tensors: int = 0  # ballast: unrelated leaf tensors with a .grad, kept alive
-    ballast_size: int = 64  # float32 elements per ballast tensor
-    label_smoothing: float = 0.1  # the paper's epsilon_ls
 
 
 @dataclass
@@ -224,6 +226,59 @@ def _check_int(name: str, value, minimum: int) -> None:
         raise ValueError(f"invalid {name} {value!r}; valid: an integer >= {minimum}")
 
 
+def model_config(
+    settings: protocol.Settings, dropout: float | None, label_smoothing: float
+) -> ModelConfig:
+    """The model's sizes from the case's settings, in one place: the preset's, with the dropout
+    given (None: the preset's); every setting checked, each a one-line ValueError."""
+    if settings.preset not in PRESETS:
+        raise ValueError(f"unknown preset {settings.preset!r}; valid presets: {_choices(PRESETS)}")
+    device = str(settings.device)
+    if device not in DEVICES and not re.fullmatch(r"cuda:\d+", device):
+        raise ValueError(f"unknown device {device!r}; valid devices: {_choices(DEVICES)}, cuda:N")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError("device 'cuda' is not available here; valid devices: auto, cpu")
+    _check_int("accumulate", settings.accumulate, 1)
+    _check_int("live_tensors", settings.live_tensors, 0)
+    _check_int("seed", settings.seed, 0)
+    for name, value in (("dropout", dropout), ("label_smoothing", label_smoothing)):
+        if value is not None and not (isinstance(value, int | float) and 0 <= value < 1):
+            raise ValueError(f"invalid {name} {value!r}; valid: a number in [0, 1)")
+    if settings.checkpointing not in ("off", "on"):
+        raise ValueError(f"invalid checkpointing {settings.checkpointing!r}; valid: off, on")
+    mcfg = dataclasses.replace(
+        PRESETS[settings.preset], checkpointing=settings.checkpointing == "on"
+    )
+    return mcfg if dropout is None else dataclasses.replace(mcfg, dropout=float(dropout))
+
+
+def lengths(preset: str, mcfg: ModelConfig, lo: int | None, hi: int | None) -> tuple[int, int]:
+    """Content tokens per sentence, [lo, hi]: the preset's where not given, checked."""
+    lo = lo if lo is not None else mcfg.min_seq_len
+    hi = hi if hi is not None else mcfg.max_seq_len
+    longest = mcfg.max_len - 1  # the target adds BOS (input) or EOS (output)
+    for name, value in (("min_len", lo), ("max_len", hi)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"invalid {name} {value!r}; valid: an integer in 1..{longest}")
+    if not 1 <= lo <= hi <= longest:
+        raise ValueError(
+            f"invalid length range min_len={lo}, max_len={hi}; "
+            f"valid: 1 <= min_len <= max_len <= {longest} for preset {preset!r}"
+        )
+    return lo, hi
+
+
+def device_of(device: str) -> torch.device:
+    """``auto``: cuda where there is one, else cpu; bare ``cuda``: the current device (a rank's
+    own after torch.cuda.set_device), never a guess of 0."""
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    out = torch.device(device)
+    if out.type == "cuda" and out.index is None:
+        out = torch.device("cuda", torch.cuda.current_device())
+    return out
+
+
 class Workload:
     """A seeded model, its batches and its loss; everything a strategy is measured on.
 
@@ -232,77 +287,52 @@ class Workload:
     Dropout (when > 0) draws its masks from that global RNG, so a fresh process is reproducible.
     """
 
-    def __init__(self, config: WorkloadConfig | None = None, **overrides):
-        config = config if config is not None else WorkloadConfig()
-        if overrides:
-            names = [f.name for f in dataclasses.fields(WorkloadConfig)]
-            for key in overrides:
-                if key not in names:
-                    raise ValueError(f"unknown option {key!r}; valid options: {_choices(names)}")
-            config = dataclasses.replace(config, **overrides)
-        self.model_config = self._check(config)
-        self.config = config
-        cfg, mcfg = config, self.model_config
+    def __init__(
+        self,
+        settings: protocol.Settings | None = None,
+        *,
+        batch_size: int | None = None,
+        min_len: int | None = None,
+        max_len: int | None = None,
+        dropout: float | None = None,
+        label_smoothing: float = 0.1,
+        ballast_size: int = protocol.BALLAST_SIZE,
+        **given,
+    ):
+        """``settings``: the case's, the protocol's one record (preset, K, live tensors, device,
+        seed; threads and precision are the engine's to apply); ``given``: any of its fields
+        instead (``Workload(preset="tiny", accumulate=2)``, as tests and micro-benchmarks
+        build one). The keywords are this workload's own data knobs, each None for the
+        preset's: sequences per micro-batch, content tokens per sentence, the dropout rate (0
+        with ``settings.deterministic``), the paper's label smoothing epsilon, and the float32
+        elements per ballast tensor."""
+        names = [f.name for f in dataclasses.fields(protocol.Settings)]
+        unknown = [key for key in given if key not in names]
+        if unknown:
+            valid = [*names, "batch_size", "min_len", "max_len", "dropout", "label_smoothing"]
+            raise ValueError(f"unknown option {unknown[0]!r}; valid options: {_choices(valid)}")
+        settings = dataclasses.replace(settings or protocol.Settings(device="auto"), **given)
+        if dropout is None and settings.deterministic:
+            dropout = 0.0  # the gradient check compares windows: no random masks
+        self.settings = settings
+        self.label_smoothing = label_smoothing
+        self.model_config = model_config(settings, dropout, label_smoothing)
+        mcfg = self.model_config
+        _check_int("ballast_size", ballast_size, 1)
+        if batch_size is not None:
+            _check_int("batch_size", batch_size, 1)
+        self.batch_size = batch_size if batch_size is not None else mcfg.batch_size
+        self.min_len, self.max_len = lengths(settings.preset, mcfg, min_len, max_len)
+        self.device = device_of(settings.device)
 
-        if cfg.threads is not None:
-            torch.set_num_threads(cfg.threads)
-        if cfg.device == "auto":
-            self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-        else:
-            self.device = torch.device(cfg.device)
-        if self.device.type == "cuda" and self.device.index is None:
-            # the current device (a rank's own after torch.cuda.set_device), never a guess of 0
-            self.device = torch.device("cuda", torch.cuda.current_device())
-        self.batch_size = cfg.batch_size if cfg.batch_size is not None else mcfg.batch_size
-        self.min_len = cfg.min_len if cfg.min_len is not None else mcfg.min_seq_len
-        self.max_len = cfg.max_len if cfg.max_len is not None else mcfg.max_seq_len
-
-        torch.manual_seed(cfg.seed)
+        torch.manual_seed(settings.seed)
         self.model = Seq2SeqTransformer(mcfg).to(self.device)
         self.model.train()
         self.ballast = []
-        for _ in range(cfg.live_tensors):
-            t = torch.zeros(cfg.ballast_size, device=self.device, requires_grad=True)
+        for _ in range(settings.live_tensors):
+            t = torch.zeros(ballast_size, device=self.device, requires_grad=True)
             t.grad = torch.ones_like(t)  # non-zero, so a strategy that touches it shows
             self.ballast.append(t)
-
-    @staticmethod
-    def _check(cfg: WorkloadConfig) -> ModelConfig:
-        """Validate cfg; return the preset's ModelConfig with the dropout override applied."""
-        if cfg.preset not in PRESETS:
-            raise ValueError(f"unknown preset {cfg.preset!r}; valid presets: {_choices(PRESETS)}")
-        if cfg.device not in DEVICES and not re.fullmatch(r"cuda:\d+", str(cfg.device)):
-            raise ValueError(
-                f"unknown device {cfg.device!r}; valid devices: {_choices(DEVICES)}, cuda:N"
-            )
-        if str(cfg.device).startswith("cuda") and not torch.cuda.is_available():
-            raise ValueError("device 'cuda' is not available here; valid devices: auto, cpu")
-        _check_int("accumulate", cfg.accumulate, 1)
-        _check_int("live_tensors", cfg.live_tensors, 0)
-        _check_int("ballast_size", cfg.ballast_size, 1)
-        _check_int("seed", cfg.seed, 0)
-        if cfg.batch_size is not None:
-            _check_int("batch_size", cfg.batch_size, 1)
-        if cfg.threads is not None:
-            _check_int("threads", cfg.threads, 1)
-        mcfg = PRESETS[cfg.preset]
-        lo = cfg.min_len if cfg.min_len is not None else mcfg.min_seq_len
-        hi = cfg.max_len if cfg.max_len is not None else mcfg.max_seq_len
-        longest = mcfg.max_len - 1  # the target adds BOS (input) or EOS (output)
-        for name, value in (("min_len", lo), ("max_len", hi)):
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ValueError(f"invalid {name} {value!r}; valid: an integer in 1..{longest}")
-        if not 1 <= lo <= hi <= longest:
-            raise ValueError(
-                f"invalid length range min_len={lo}, max_len={hi}; "
-                f"valid: 1 <= min_len <= max_len <= {longest} for preset {cfg.preset!r}"
-            )
-        for name, value in (("dropout", cfg.dropout), ("label_smoothing", cfg.label_smoothing)):
-            if value is not None and not (isinstance(value, int | float) and 0 <= value < 1):
-                raise ValueError(f"invalid {name} {value!r}; valid: a number in [0, 1)")
-        if cfg.dropout is not None:
-            mcfg = dataclasses.replace(mcfg, dropout=float(cfg.dropout))
-        return mcfg
 
     # --- data ---
 
@@ -311,7 +341,7 @@ class Workload:
 
         Seeding each micro-batch on its own keeps micro-batch i of a window the same whatever K.
         """
-        rng = np.random.default_rng([self.config.seed, window, micro])
+        rng = np.random.default_rng([self.settings.seed, window, micro])
         lengths = rng.integers(self.min_len, self.max_len + 1, size=self.batch_size)
         shape = (self.batch_size, self.max_len)
         content = rng.integers(EOS + 1, self.model_config.vocab_size, size=shape)
@@ -321,7 +351,7 @@ class Workload:
         """The K micro-batches of window `window`, on the device; the target reverses the source."""
         _check_int("window", window, 0)
         out = []
-        for micro in range(self.config.accumulate):
+        for micro in range(self.settings.accumulate):
             lengths, content = self._draw(window, micro)
             B, S = self.batch_size, int(lengths.max())
             T = S + 1  # BOS + content, or content + EOS
@@ -374,7 +404,7 @@ class Workload:
             logits.flatten(0, 1),  # (B*T, V)
             batch.tgt_out.flatten(),  # (B*T,)
             ignore_index=PAD,  # also drops the smoothing term at padding
-            label_smoothing=self.config.label_smoothing,
+            label_smoothing=self.label_smoothing,
             reduction="sum",
         )
         return total / window_tokens
@@ -425,14 +455,9 @@ if __name__ == "__main__":
         )
 
 
-def workload(settings) -> Workload:
+def workload(settings: protocol.Settings) -> Workload:
     """The reference transformer as a workload factory (the protocol: protocol.py beside this)."""
-    return Workload(
-        preset=settings.preset,
-        accumulate=settings.accumulate,
-        live_tensors=settings.live_tensors,
-        device=settings.device,
-        dropout=0.0 if settings.deterministic else None,
-        seed=settings.seed,
-        threads=settings.threads,
-    )
+    return Workload(settings)
+
+
+workload.honours = ("preset", "checkpointing")  # what it applies (protocol.honoured)

@@ -89,3 +89,6 @@ class ConvWorkload:
 
 def workload(settings) -> ConvWorkload:
     return ConvWorkload(settings)
+
+
+workload.honours = ("preset",)  # its sizes come from the preset (protocol.honoured)

@@ -47,6 +47,8 @@ class GPT2Workload:
         )
         torch.manual_seed(settings.seed)  # weights built on the CPU: the same on every device
         self.model = GPT2LMHeadModel(config).to(self.device)
+        if getattr(settings, "checkpointing", "off") == "on":  # transformers' own, per block
+            self.model.gradient_checkpointing_enable({"use_reentrant": False})
         self.model.train()
 
     def batches(self, window: int) -> list[torch.Tensor]:
@@ -76,3 +78,6 @@ class GPT2Workload:
 
 def workload(settings) -> GPT2Workload:
     return GPT2Workload(settings)
+
+
+workload.honours = ("preset", "checkpointing")  # what it applies (protocol.honoured)

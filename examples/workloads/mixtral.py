@@ -73,3 +73,6 @@ class MixtralWorkload(GPT2Workload):
 
 def workload(settings) -> MixtralWorkload:
     return MixtralWorkload(settings)
+
+
+workload.honours = ("preset",)  # its sizes come from the preset (protocol.honoured)

@@ -118,7 +118,7 @@ class UnreadableFile(RecordError):
     """A file that is not a JSON object at all (a cut-off write, another program's file)."""
 
 
-# the sweep's options (run.json's ``sweep``, written from ``benches.sweep.arguments.Sweep``) as
+# the sweep's options (run.json's ``sweep``, written from ``benches.sweep.record.Sweep``) as
 # the reports read them: every setting the sweep holds, typed by its declaration, and the
 # sweep's own options they read; another option is kept as it is
 SweepOptions = msgspec.defstruct(
@@ -144,7 +144,7 @@ class RunFile(Struct, kw_only=True):
 
     run_id: str | None = None  # the id every row of the run carries
     created: str | None = None  # when the sweep started, ISO 8601 in UTC
-    sweep: dict[str, Any] | None = {}  # the sweep's options (arguments.Sweep)
+    sweep: dict[str, Any] | None = {}  # the sweep's options (benches.sweep.record.Sweep)
     case_settings: dict[str, Any] | None = {}  # rows.SWEEP_IDENTITY's values
     env: dict[str, Any] | None = {}  # the machine and commit (engine.envinfo)
     # --cluster: Ray's version, its nodes and the processes each took at once, as the sweep
@@ -225,6 +225,8 @@ class Row(RowIdentity, kw_only=True):
     error: str | None = None  # a failed process's one line
     # what it measured (benches.engine.figures.measured_part)
     params: int | None = None
+    # the parameters that require grad (a fine-tune's frozen base does not); older rows: None
+    trainable_params: int | None = None
     tokens_per_window: int | None = None
     tokens_per_second: float | None = None
     flops_per_window: float | None = None

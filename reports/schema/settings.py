@@ -5,7 +5,7 @@ resume skips, and pooling merges, only rows of one identity).
 ``CaseSettings`` is the one record; the rest is derived from its fields' metadata:
 
 - the sweep's parser (``benches.sweep.options``: one option per field with a flag),
-- the sweep's validated values (``benches.sweep.arguments.Sweep`` has every fixed setting,
+- the sweep's validated values (``benches.sweep.record.Sweep`` has every fixed setting,
   ``FixedSettings``), and the engine's ``CaseSpec`` (a ``CaseSettings`` with what a process
   needs besides),
 - a results row's and a pooled case's identity fields (``reports.schema.records.Row``:
@@ -15,8 +15,9 @@ resume skips, and pooling merges, only rows of one identity).
 
 A new setting, fixed or swept (``swept=True``: the sweep takes a list of values, the plan crosses
 them, a case id names a value other than the default; ``loop=True``: each value is a group of
-its own), is one field here plus the one place in the engine that applies it (a ``Recipe`` field
-of the same name is filled from the case).
+its own, which every swept setting must be: refused at import otherwise), is one field here
+plus the one place in the engine that applies it (a ``Recipe`` field of the same name is filled
+from the case).
 Standard library and msgspec only: the engine, the sweep and the report all import it.
 """
 
@@ -62,6 +63,7 @@ def setting(
     factory: Any = None,
     choices: tuple[str, ...] | None = None,
     planned: bool = False,
+    workload: bool = False,
 ) -> Any:
     """A field of ``CaseSettings`` with its metadata.
 
@@ -75,12 +77,15 @@ def setting(
     integer's range (a swept integer's every value); added_later: rows written before it
     existed ran its default; choices: the values it takes, checked where it is read
     (``check_value``: on the command line and where the engine builds its loop); planned: a
-    sweep plans it where the option is not given (``cli_default`` is then its floor).
+    sweep plans it where the option is not given (``cli_default`` is then its floor);
+    workload: only the workload applies it (it builds its model or data from it): a sweep gives
+    it, or varies it, only to a workload that declares it honours it (``protocol.honoured``).
     """
     if kind not in KINDS:
         raise ValueError(f"unknown setting kind {kind!r}; valid: {', '.join(KINDS)}")
     metadata = {
         "planned": planned,
+        "workload": workload,
         "flag": flag,
         "help": help,
         "kind": kind,
@@ -146,6 +151,19 @@ class CaseSettings:
         help="PRECISION[,PRECISION...] swept: fp32; bf16-autocast (fp32 weights and gradients, "
         "the forward under autocast); bf16 (bf16 weights, so bf16 .grad) (default: fp32)",
     )
+    checkpointing: str = setting(
+        "off",
+        flag="--checkpointing",
+        swept=True,
+        loop=True,
+        workload=True,
+        cli_default="off",
+        added_later=True,  # before it, no case checkpointed
+        choices=("off", "on"),
+        help="off|on[,...] swept: activation checkpointing, the workload's own (the reference "
+        "transformer recomputes each layer's forward in the backward: torch.utils.checkpoint, "
+        "non-reentrant); a workload that does not declare it is refused (default: off)",
+    )
     # -- fixed for a sweep ---------------------------------------------------------------------
     workload: str = setting(
         DEFAULT_WORKLOAD,
@@ -155,7 +173,9 @@ class CaseSettings:
         "transformer, {default}; the protocol: benches/workloads/protocol.py)",
     )
     preset: str = setting(
-        flag="--preset", help="tiny|small|base|big (default: tiny on CPU, base on CUDA)"
+        flag="--preset",
+        workload=True,
+        help="tiny|small|base|big (default: tiny on CPU, base on CUDA)",
     )
     device: str = setting(flag="--device", cli_default="auto", help="auto|cpu|cuda (default: auto)")
     world_size: int = setting(
@@ -297,6 +317,8 @@ SETTINGS = dataclasses.fields(CaseSettings)
 FIELDS = {f.name: f for f in SETTINGS}
 CASE_KEY = tuple(f.name for f in SETTINGS if f.metadata["identity"])
 SWEPT = tuple(f.name for f in SETTINGS if f.metadata["swept"])
+#: the settings only a workload applies: given only to one that declares it honours them
+WORKLOAD = tuple(f.name for f in SETTINGS if f.metadata["workload"])
 # the identity a sweep fixes: every case of a sweep has the same values
 SWEEP_IDENTITY = tuple(n for n in CASE_KEY if n not in SWEPT and n != "options")
 FIXED = tuple(f for f in SETTINGS if not f.metadata["swept"] and f.metadata["flag"])
@@ -310,6 +332,13 @@ LOOP = tuple(f.name for f in SETTINGS if f.metadata["loop"])  # the report's gro
 GROUP = ("accumulate", "live_tensors", *LOOP)
 #: the swept settings that change the loop: a report's tables show one value of each (``main``)
 SWEPT_LOOP = tuple(n for n in LOOP if n in SWEPT)
+# a swept setting is a group of its own per value, its value in every case id and identity: K
+# and N by their own names (``GROUP``, ``CaseSpec.case_id``), any other as a loop setting. One
+# declared swept without ``loop`` would pool its values' cases and share their ids: refused
+# here, where it is declared, not found later by a sweep failing on two cases' one id
+_UNGROUPED = [n for n in SWEPT if n not in ("strategy", *GROUP)]
+if _UNGROUPED:
+    raise TypeError(f"swept settings must be loop settings (loop=True): {', '.join(_UNGROUPED)}")
 OPTION = {f.name: f.metadata["flag"] for f in SETTINGS if f.metadata["flag"]}  # for messages
 OPTION["options"] = "--strategies NAME:OPTIONS"
 #: a pooled case's settings (``Entry``): the identity a sweep fixes and its swept loop values
@@ -419,6 +448,13 @@ def group_of_record(k: int, n: int, case: Mapping[str, Any]) -> tuple:
     return (k, n, *(case[name] for name in LOOP))
 
 
+def in_order(values: Iterable[Any]) -> list[Any]:
+    """A setting's values in their order: numbers by value (8 before 16), the rest as text."""
+    return sorted(
+        values, key=lambda v: (0, v, "") if isinstance(v, int | float) else (1, 0, str(v))
+    )
+
+
 def main_values(cases: Iterable[Any]) -> dict[str, Any]:
     """The value of each swept loop setting that a report's tables show: the setting's default
     where the cases ran it, else the first of their values (verdicts.json keeps every one)."""
@@ -426,7 +462,7 @@ def main_values(cases: Iterable[Any]) -> dict[str, Any]:
     out = {}
     for f in SETTINGS:
         if f.name in SWEPT_LOOP:
-            values = sorted({getattr(c, f.name) for c in cases}, key=str)
+            values = in_order({getattr(c, f.name) for c in cases})
             out[f.name] = f.default if f.default in values or not values else values[0]
     return out
 

@@ -38,11 +38,11 @@ import msgspec
 from benches.engine import envinfo
 from benches.engine.spec import CaseSpec
 from benches.sweep import launch
-from benches.sweep.arguments import Sweep
 from benches.sweep.cluster import task
 from benches.sweep.cluster.resources import check_pinning, demand, slots
 from benches.sweep.outdir import UsageError
 from benches.sweep.places import ClusterLost
+from benches.sweep.record import Sweep
 from reports.schema.row_parts import Placement
 
 Rows = list[dict[str, Any]]

@@ -1,19 +1,18 @@
 """What a cluster's nodes offer a sweep, decided from the nodes (never from the driver): the
 device ``auto`` means, the threads a process runs, its pinning, the processes at once per node
 (``slots``) and what one process asks Ray for (``demand``). ``arguments.resolve`` and
-``place.RayPlace`` both use them; this module imports neither, so neither imports the other."""
+``place.RayPlace`` both use them; this module imports neither (the sweep it reads is
+``record``'s), so neither imports the other, type-only imports included."""
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from benches.sweep.outdir import UsageError
+from benches.sweep.record import Sweep
 from benches.sweep.values import threads_per_rank
-
-if TYPE_CHECKING:
-    from benches.sweep.arguments import Sweep
 
 
 def device_of(asked: str, nodes: list[dict[str, Any]]) -> str:
