@@ -30,6 +30,13 @@ def _seed() -> int:
         raise pytest.UsageError(f"invalid ZEROGRAD_BENCH_SEED {env!r}; valid: an integer") from None
 
 
+def pytest_configure(config):
+    """The suite's own seeded order (``ZEROGRAD_BENCH_SEED``, recorded in its JSON) is the order
+    it runs: where pytest-randomly is installed (the tests' environment), it leaves it be."""
+    if hasattr(config.option, "randomly_reorganize"):
+        config.option.randomly_reorganize = False
+
+
 @pytest.hookimpl(trylast=True)  # after -k/-m deselection: the order recorded is the one run
 def pytest_collection_modifyitems(session, config, items):
     """Shuffle this directory's benchmarks in place; other tests keep their slots."""

@@ -105,6 +105,15 @@ def reference_grads(model, batches, use_side=False) -> dict[str, torch.Tensor]:
     return {n: t for n, t in zip(names, total, strict=True) if t is not None}
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """The shuffled order's seed, said even under -q (pytest-randomly's header is not)."""
+    seed = getattr(session.config.option, "randomly_seed", None)
+    if seed is not None and session.config.pluginmanager.hasplugin("randomly"):
+        sys.stderr.write(
+            f"tests in a shuffled order: again with -p randomly --randomly-seed={seed}\n"
+        )
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Every module the tests import is loaded now: its objects (250,000 with torch, scipy and
     matplotlib) go to the permanent generation, so that the collection after each test walks

@@ -197,7 +197,8 @@ def test_bench_session_passes_the_workload_to_the_benchmarks(spelling, tmp_path)
 
 # -- the benchmark suite itself, in a subprocess (benches/conftest.py shuffles its order) --------
 def _pytest(*args: str, seed: str = "3") -> subprocess.CompletedProcess:
-    args = ("-p", "no:cacheprovider", *args)
+    # the suite's own seeded order alone (pytest-randomly would reorder a --noconftest run)
+    args = ("-p", "no:cacheprovider", "-p", "no:randomly", *args)
     env = dict(os.environ, ZEROGRAD_BENCH_SEED=seed, ZEROGRAD_BENCH_PRESET="tiny")
     return subprocess.run(
         [sys.executable, "-m", "pytest", "benches/test_bench_strategies.py", *args],

@@ -173,15 +173,20 @@ def find_workload(spec: str) -> None:
 
 
 def honours(args: argparse.Namespace, workload: str) -> None:
-    """Every setting only a workload applies (``settings.WORKLOAD``) that the command gives is
-    one the workload declares it honours (``protocol.honoured``), or the sweep is refused: its
-    rows would name a setting their model never ran."""
-    given = {
-        f.name: value
-        for f in SETTINGS
-        if f.metadata["workload"]
-        and (value := getattr(args, f.metadata["dest"] or f.name, None)) is not None
-    }
+    """Every setting only a workload applies (``settings.WORKLOAD``) that the command gives a
+    value other than its default (``--checkpointing on``; ``--preset`` has none: any) is one
+    the workload declares it honours (``protocol.honoured``), or the sweep is refused: its rows
+    would name a setting their model never ran."""
+    given = {}
+    for f in SETTINGS:
+        value = (
+            getattr(args, f.metadata["dest"] or f.name, None) if f.metadata["workload"] else None
+        )
+        if value is None:
+            continue
+        values = str(value).split(",") if f.metadata["swept"] else [str(value)]
+        if any(v.strip() != str(f.default) for v in values):  # its default: what it runs anyway
+            given[f.name] = value
     if not given:
         return
     try:

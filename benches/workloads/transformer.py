@@ -418,7 +418,7 @@ class Workload:
         """Non-pad target tokens of window 0 (from the lengths alone: nothing moves to device)."""
         return sum(
             int(self._draw(0, micro)[0].sum()) + self.batch_size
-            for micro in range(self.config.accumulate)
+            for micro in range(self.settings.accumulate)
         )
 
     def flops_per_window(self) -> int:

@@ -471,7 +471,11 @@ def at_main(case: Any, main: Mapping[str, Any], *listed: str) -> bool:
     """Whether ``case`` (with the settings as attributes, or a verdict record's ``case``
     mapping) ran the main value (``main_values``) of every swept loop setting but ``listed``,
     the ones a table lists each value of: a table never mixes two values of another axis."""
-    value = case.get if isinstance(case, Mapping) else lambda name: getattr(case, name)
+    # a record written before a setting existed ran its default (``added_later``)
+    if isinstance(case, Mapping):
+        value = lambda name: case.get(name, FIELDS[name].default)  # noqa: E731
+    else:
+        value = lambda name: getattr(case, name)  # noqa: E731
     return all(value(name) == v for name, v in main.items() if name not in listed)
 
 
