@@ -156,6 +156,7 @@ def test_without_the_flag_nothing_imports_a_framework(tmp_path):
     assert json.loads(done.stdout.strip().splitlines()[-1]) == []
 
 
+@pytest.mark.slow  # DeepSpeed's op compiles on first use: 70 s here, nox -s slow (CI) runs it
 def test_a_sweep_of_paths_in_one_process_and_its_frameworks_section(tmp_path):
     """One process per case, as a laptop runs it: DeepSpeed's engine and Lightning's driven
     Trainer pass the gradient check against the float64 reference (run on the model itself,
