@@ -349,7 +349,8 @@ def test_interrupt_keeps_finished_rows_and_writes_the_report(tmp_path):
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 130, stderr
     rows = rows_of(out)
-    assert 1 <= len(rows) < 6 and all(r["status"] == "ok" for r in rows)
+    # fewer than every built-in strategy's row (7): the sweep stopped before its last process
+    assert 1 <= len(rows) < 7 and all(r["status"] == "ok" for r in rows)
     assert (out / "index.html").exists()
     assert "interrupted" in stderr
 

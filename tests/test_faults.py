@@ -344,7 +344,16 @@ def test_a_sweep_killed_leaves_no_fork_server_and_no_case(signum, tmp_path):
     their parent (PR_SET_PDEATHSIG)."""
     out = tmp_path / "run"
     swept = run_sweep(
-        [*TINY, "--strategies", "block,native", "--repeat", "400", "--out", str(out)],
+        [
+            *TINY,
+            "--strategies",
+            "block,native",
+            "--no-rotate",
+            "--repeat",
+            "400",
+            "--out",
+            str(out),
+        ],
         interrupt=_a_row_and_a_case_running(out),
         signum=signum,
     )
@@ -405,7 +414,7 @@ def test_disk_full_at_the_first_row_stops_the_sweep_in_one_line(tmp_path):
     assert swept.code == 2, swept.stderr[-3000:]
     error = [line for line in swept.stderr.splitlines() if "error:" in line]
     assert len(error) == 1 and "No space left on device" in error[0], swept.stderr[-3000:]
-    assert "at case block-k1-n0-tiny-cpu-r0" in error[0] and "Traceback" not in swept.stderr
+    assert "at case rot2-block-k1-n0-tiny-cpu-r0" in error[0] and "Traceback" not in swept.stderr
     assert json.loads((out / "run.json").read_text())["run_id"]  # whole, from before
     assert not (out / "index.html").exists() and not list(out.glob(".*.tmp"))
     assert not (out / "logs" / "native-k1-n0-tiny-cpu-r0.log").exists()  # the sweep stopped

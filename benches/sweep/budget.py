@@ -13,8 +13,9 @@ import time
 from benches.engine import frameworks, results
 from benches.engine.spec import PAIRS_FACTOR, CaseSpec
 from benches.sweep.record import Sweep
-from reports.schema.settings import group_of, group_of_record
+from reports.schema.settings import group_of, group_of_record, head_of
 from reports.schema.verdict_records import Verdict
+from strategies.registry import BUILTIN
 
 
 def process_started() -> float:
@@ -164,10 +165,13 @@ def shares(spec: CaseSpec) -> bool:
     """Whether a case can share a process with its group's other strategies: not ``SOLO``, not
     a framework's path (its framework's process-wide state), not under ranks or compile, nor
     with --compare-settings (one replica per loop there), nor a checked case with --profile
-    (its profiled pair is one strategy's against the plain loop)."""
+    (its profiled pair is one strategy's against the plain loop) or of a plugin's strategy."""
     solo = spec.strategy in SOLO or frameworks.name_of(spec.strategy)
     profiled = spec.profile and not spec.time_only
-    return not (solo or profiled or spec.parallel != "none" or spec.compile) and not (
+    # a plugin's strategy is checked in a process of its own: one that crashes it (a segfault,
+    # an abort, an OOM kill) must not take the built-in strategies' first rows with it
+    plugin = head_of(spec.strategy) not in BUILTIN and not spec.time_only
+    return not (solo or profiled or plugin or spec.parallel != "none" or spec.compile) and not (
         spec.compare_settings
     )
 

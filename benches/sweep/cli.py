@@ -141,8 +141,7 @@ def sweep_main(sweep: Sweep, args: argparse.Namespace | None = None) -> int:
 
     git = envinfo.git_state()
     planned = cases(sweep, run_id, git)
-    # a process is done when every case it measures is (a shared one: each of its strategies)
-    todo = [c for c in planned if any((case_key(m), c.round) not in done for m in c.members())]
+    todo = [c for c in map(lambda c: missing(c, done), planned) if c is not None]
     out = escape(str(sweep.out))  # a path is data, never markup
     console.print(
         f"zerograd sweep {run_id}: {len(todo)} cases ({len(done)} already done), "
@@ -171,6 +170,23 @@ def sweep_main(sweep: Sweep, args: argparse.Namespace | None = None) -> int:
     code = finish(sweep, console, run.failed, run.interrupted, run.not_run)
     run.say_share(console, wall)
     return code
+
+
+def missing(process: CaseSpec, done: set[tuple]) -> CaseSpec | None:
+    """What of ``process`` a resumed sweep still runs: nothing where every case it measures has
+    its row, else a process of the cases that lack one (a shared one's missing strategies, or
+    the one left, alone)."""
+    cases = [m for m in process.members() if (case_key(m), process.round) not in done]
+    if len(cases) == len(process.members()):
+        return process
+    if not cases:
+        return None
+    if len(cases) == 1:
+        return dataclasses.replace(cases[0], process_id="")
+    first = cases[0]
+    return dataclasses.replace(
+        process, strategy=first.strategy, options=first.options, rotation=[m.label for m in cases]
+    )
 
 
 def open_place(
