@@ -74,6 +74,17 @@ def test_a_groups_strategies_share_one_added_process_and_global_keeps_its_own():
     assert [s.rotation for s in round_specs(other_k, 3, rotate=True)] == [[], []]
 
 
+def _process(spec: CaseSpec, tmp_path: Path) -> tuple[subprocess.CompletedProcess, list]:
+    """``spec``'s process, run as the sweep runs it: its exit and its rows."""
+    spec_path, out = tmp_path / "spec.json", tmp_path / "rows.json"
+    spec_path.write_text(json.dumps(dataclasses.asdict(spec)))
+    done = subprocess.run(
+        [sys.executable, "-m", "benches.engine.case", str(spec_path), str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    return done, json.loads(out.read_text()) if out.exists() else []
+
+
 def test_a_rotated_process_writes_a_time_only_row_per_strategy_sharing_its_process(tmp_path):
     """A real rotated process of the engine (tiny, one thread): native and block each get a
     time-only row with its paired samples, one process_id, and the process's wall time
@@ -83,14 +94,8 @@ def test_a_rotated_process_writes_a_time_only_row_per_strategy_sharing_its_proce
         rotation=["native", "block"],
         out_dir=str(tmp_path),
     )
-    spec_path, out = tmp_path / "spec.json", tmp_path / "rows.json"
-    spec_path.write_text(json.dumps(dataclasses.asdict(spec)))
-    done = subprocess.run(
-        [sys.executable, "-m", "benches.engine.case", str(spec_path), str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    done, rows = _process(spec, tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
-    rows = json.loads(out.read_text())
     assert [r["strategy"] for r in rows] == ["native", "block"]
     for r in rows:
         assert r["status"] == "ok" and r["time_only"] and r["round"] == 1
@@ -113,14 +118,8 @@ def test_a_first_round_process_checks_each_strategy_and_a_failed_one_fails_alone
         rotation=["native", "faulty:fault=raise", "block"],
         out_dir=str(tmp_path),
     )
-    spec_path, out = tmp_path / "spec.json", tmp_path / "rows.json"
-    spec_path.write_text(json.dumps(dataclasses.asdict(spec)))
-    done = subprocess.run(
-        [sys.executable, "-m", "benches.engine.case", str(spec_path), str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    done, rows = _process(spec, tmp_path)
     assert done.returncode == 1, done.stderr[-2000:]  # one of its cases failed
-    rows = json.loads(out.read_text())
     assert [(r["strategy"], r["status"]) for r in rows] == [
         ("native", "ok"),
         ("faulty", "failed"),

@@ -51,8 +51,14 @@ def plain_footprint(runner, workload, timed) -> list[int]:
     pair cannot tell whose a byte is (what one loop frees the other reuses: on small, native's
     windows seemed to add 6 MB each and the plain loop's to free as much), so it runs alone."""
     assert runner.plain is not None
-    footprint = [footprint_bytes(workload.device)]
+    return footprint(runner.plain, workload.device, timed)
+
+
+def footprint(loop, device: torch.device, timed) -> list[int]:
+    """The process's memory before and after each of ``GROWTH_WINDOWS`` windows of ``loop``
+    alone, off the clock (a case's plain loop, or each loop of a shared process)."""
+    readings = [footprint_bytes(device)]
     for i in range(GROWTH_WINDOWS):
-        runner.plain.window(*timed[i % 2])
-        footprint.append(footprint_bytes(workload.device))
-    return footprint
+        loop.window(*timed[i % 2])
+        readings.append(footprint_bytes(device))
+    return readings

@@ -21,7 +21,7 @@ from typing import Any
 
 from benches.engine import costmodel, gradients, rotation
 from benches.engine.figures import cost_figures, failed_measure, measured_part, row_for
-from benches.engine.growth import GROWTH_WINDOWS, footprint_bytes, growth_measure, per_window
+from benches.engine.growth import footprint, growth_measure, per_window
 from benches.engine.replicas import fresh_replica
 from benches.engine.runner import Loop
 from benches.engine.spec import CaseSpec
@@ -84,17 +84,10 @@ def check_each(spec: CaseSpec, workload, data, references, wall: Wall) -> dict[s
 
 
 def growth(runner: rotation.RotatedRunner, timed, device) -> dict[str, list[int]]:
-    """Each loop's memory before and after each of ``GROWTH_WINDOWS`` windows of its own, off
-    the clock, after the rounds (memory read around a window among others cannot say whose a
-    byte is: ``growth.plain_footprint``)."""
-    out = {}
-    for name, loop in runner.loops.items():
-        readings = [footprint_bytes(device)]
-        for i in range(GROWTH_WINDOWS):
-            loop.window(*timed[i % 2])
-            readings.append(footprint_bytes(device))
-        out[name] = readings
-    return out
+    """Each loop's memory around ``GROWTH_WINDOWS`` windows of its own, off the clock, after the
+    rounds (memory read around a window among others cannot say whose a byte is:
+    ``growth.plain_footprint``)."""
+    return {name: footprint(loop, device, timed) for name, loop in runner.loops.items()}
 
 
 def growth_figures(mine: list[int], plain: list[int], device) -> Memory:
