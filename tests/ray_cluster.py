@@ -410,7 +410,7 @@ def ray_start(out: Path) -> dict[str, Any]:
         run = out / "run"
         proc = sweep(
             run, f"127.0.0.1:{port}", "--strategies", "native,lazy", "--control", "none",
-            "--repeat", "20", "--per-node", "2",
+            "--repeat", "20", "--per-node", "2", "--no-rotate",  # a process per strategy
         )  # fmt: skip
         started = {p.pid for p in psutil.Process(head.pid).children(recursive=True)}
     finally:
@@ -474,7 +474,7 @@ def fake_gpus(out: Path) -> dict[str, Any]:
         run = out / "run"
         proc = sweep(
             run, cluster.address, "--device", "cuda", "--strategies", "native,lazy",
-            "--control", "none", "--repeat", "2", "--no-pin", *held,
+            "--control", "none", "--repeat", "2", "--no-pin", "--no-rotate", *held,
         )  # fmt: skip
         return summary(run, proc)
     finally:
@@ -498,7 +498,7 @@ def gpu_nodes(out: Path) -> dict[str, Any]:
                 proc = sweep(
                     run, cluster.address, "--device", device, "--world-size", ranks,
                     "--strategies", "native,lazy,global,block", "--control", "none",
-                    "--repeat", "2", *held,
+                    "--repeat", "2", "--no-rotate", *held,  # a process per strategy
                     driver=LOGIN_NODE, base=NODES_DECIDE,
                 )  # fmt: skip
                 made = json.loads((run / "run.json").read_text()) if proc.returncode != 2 else {}
