@@ -198,20 +198,30 @@ def test_the_paired_interval_called_95_percent_covers_the_truth_95_percent_of_th
 
 def test_a_process_is_expected_to_take_as_long_as_its_kind_took_so_far():
     """The budget's deadline judges a process by its own kind: a rotated K=4 process by the
-    rotated K=4 ones before it, never by global's short ones alone."""
-    from benches.sweep.budget import expected_wall, wall_kind
+    rotated K=4 ones before it, never by global's short ones alone; a time-only process of a
+    kind not run yet by its group's parts, never by the checked process's whole wall."""
+    from benches.sweep.budget import Spent, wall_kind
 
     rotated = dataclasses.replace(_spec("native"), accumulate=4, rotation=["native", "block"])
     alone = dataclasses.replace(_spec("global"), accumulate=4)
-    walls: dict = {}
-    assert expected_wall(walls, rotated) == 0.0
-    walls[wall_kind(alone)] = [2.0, 3.0, 7.0]
-    assert expected_wall(walls, alone) == 3.0
+    spent = Spent()
+    assert spent.expected(rotated) == 0.0
+    spent.walls[wall_kind(alone)] = [2.0, 3.0, 7.0]
+    assert spent.expected(alone) == 3.0
     # no process of its kind yet: the longest per strategy, times its strategies
-    assert expected_wall(walls, rotated) == 14.0
-    walls[wall_kind(rotated)] = [25.0, 30.0, 49.0]
-    assert expected_wall(walls, rotated) == 30.0
+    assert spent.expected(rotated) == 14.0
+    spent.walls[wall_kind(rotated)] = [25.0, 30.0, 49.0]
+    assert spent.expected(rotated) == 30.0
     # a kind of one strategy, after a shared one of two only: the shared one's per strategy
     other = dataclasses.replace(alone, live_tensors=10)
-    del walls[wall_kind(alone)]
-    assert expected_wall(walls, other) == 24.5
+    del spent.walls[wall_kind(alone)]
+    assert spent.expected(other) == 24.5
+    # a time-only process after a checked one of its group (rows share its steps out):
+    # its strategies' overhead and pairs, not the checked process's 100 s
+    checked = dataclasses.replace(rotated, live_tensors=7)
+    wall = {"total": 50.0, "gradient_check": 30.0, "warmup": 3.0, "setup": 1.0, "timed_pairs": 8.0}
+    row = {"status": "ok", "wall_s": wall, "samples": {"window": [0.1] * 4}}
+    spent.add(checked, [row, row])
+    timed = dataclasses.replace(checked, time_only=True, round=1, pairs=10)
+    assert spent.expected(timed) == 2 * (4.0 + 10 * 2.0)
+    assert spent.expected(checked) == 100.0

@@ -33,16 +33,52 @@ def wall_kind(spec: CaseSpec) -> tuple:
     return (*group_of(spec), len(spec.rotation), spec.time_only, spec.pairs_planned)
 
 
-def expected_wall(walls: dict[tuple, list[float]], spec: CaseSpec) -> float:
-    """How long a process like ``spec`` should take: the median of its kind's so far, else the
-    longest of any kind per strategy it measured, times the strategies of ``spec`` (a process
-    that six strategies shared took 234 s on small here, global's alone about 90 s: not 234);
-    0 before the first."""
-    mine = walls.get(wall_kind(spec))
-    if mine:
-        return statistics.median(mine)
-    strategies = max(1, len(spec.rotation))
-    return max((max(w) / max(1, kind[-3]) * strategies for kind, w in walls.items()), default=0.0)
+@dataclasses.dataclass
+class Spent:
+    """What the sweep's processes cost so far, from their rows: each process's wall by its kind
+    (``wall_kind``), and per group the parts of a time-only process (``OVERHEAD_STEPS`` per
+    strategy, a timed pair of one strategy: a pair and its plain loop's window), from which a
+    time-only process of a kind not run yet is expected (on small a checked process of six
+    strategies took 234 s, 26 s of it timed: a time-only one of 8 pairs is about 60 s)."""
+
+    walls: dict[tuple, list[float]] = dataclasses.field(default_factory=dict)
+    overhead: dict[tuple, list[float]] = dataclasses.field(default_factory=dict)
+    pair: dict[tuple, list[float]] = dataclasses.field(default_factory=dict)
+
+    def add(self, spec: CaseSpec, rows: list[dict]) -> None:
+        """A finished process's rows (a rotated process's rows share its steps out)."""
+        walls = [r.get("wall_s") or {} for r in rows]
+        if walls[0].get("total"):
+            self.walls.setdefault(wall_kind(spec), []).append(walls[0]["total"] * len(rows))
+        group = group_of(spec)
+        for r, wall in zip(rows, walls, strict=True):
+            if r.get("status") != "ok":
+                continue
+            spent = sum(wall.get(step) or 0.0 for step in OVERHEAD_STEPS)
+            self.overhead.setdefault(group, []).append(spent)
+            windows = len((r.get("samples") or {}).get("window") or [])
+            if windows and wall.get("timed_pairs"):
+                self.pair.setdefault(group, []).append(wall["timed_pairs"] / windows)
+
+    def expected(self, spec: CaseSpec) -> float:
+        """How long a process like ``spec`` should take: the median of its kind's so far; a
+        time-only one of a kind not run yet, its group's parts (its strategies' overhead and
+        planned pairs); else the longest of any kind per strategy it measured, times the
+        strategies of ``spec`` (global alone on small took about 90 s, not the 234 s of a
+        process six strategies shared); 0 before the first."""
+        mine = self.walls.get(wall_kind(spec))
+        if mine:
+            return statistics.median(mine)
+        strategies = max(1, len(spec.rotation))
+        group = group_of(spec)
+        if spec.time_only and self.overhead.get(group) and self.pair.get(group):
+            overhead = statistics.median(self.overhead[group])
+            pair = statistics.median(self.pair[group])
+            return strategies * (overhead + spec.pairs_planned * pair)
+        return max(
+            (max(w) / max(1, kind[-3]) * strategies for kind, w in self.walls.items()),
+            default=0.0,
+        )
 
 
 @dataclasses.dataclass

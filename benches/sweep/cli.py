@@ -28,13 +28,12 @@ from benches.sweep.budget import (
     PLAN_RULE,
     REPORT_LOOKS,
     REPORT_S,
-    expected_wall,
+    Spent,
     look,
     plan_pairs,
     process_started,
     round_specs,
     still_open,
-    wall_kind,
 )
 from benches.sweep.options import build_parser
 from benches.sweep.outdir import DEFAULT_RUNS
@@ -223,8 +222,8 @@ def open_place(
 
 class SweepRun:
     """One sweep in progress: its run id and git state, where its processes run (``place``),
-    its progress bar, its failures, whether it was interrupted, the time-only processes' walls
-    by kind, and when its command started (the budget's clock). Its methods run cases and
+    its progress bar, its failures, whether it was interrupted, what its processes cost
+    (``budget.Spent``), and when its command started (the budget's clock). Its methods run cases and
     spend the budget; the sweep is the one writer of its rows."""
 
     def __init__(self, sweep: Sweep, run_id: str, git: dict, place: Place, progress, started):
@@ -237,7 +236,7 @@ class SweepRun:
         self.interrupted = False
         self.not_run = 0  # processes the cluster could not run (its connection ended)
         self.left_out: list[str] = []  # first-round cases the budget could not hold
-        self.walls: dict[tuple, list[float]] = {}  # processes' walls, by kind
+        self.spent = Spent()  # what its processes cost: the budget's expectations
         self.timed_s = 0.0  # seconds of timed windows (the timed pairs) over the processes
         self.steps: dict[str, float] = {}  # the processes' seconds by step (rows' wall_s)
         # a resumed run's looks so far (a new run has no rows to read: its results.jsonl may
@@ -264,7 +263,7 @@ class SweepRun:
             while queue or in_flight:
                 while queue and in_flight < self.place.capacity:
                     spec = queue.pop(0)
-                    expected = expected_wall(self.walls, spec)
+                    expected = self.spent.expected(spec)
                     if deadline is not None and time.monotonic() + expected > deadline:
                         # the first-round cases the budget cannot hold (the control's extra
                         # processes only time: theirs is no case of its own)
@@ -324,9 +323,7 @@ class SweepRun:
             for step, seconds in (r.get("wall_s") or {}).items():
                 if step != "total" and seconds:
                     self.steps[step] = self.steps.get(step, 0.0) + seconds
-        if (row.get("wall_s") or {}).get("total"):
-            # the process's whole wall time, by its kind
-            self.walls.setdefault(wall_kind(spec), []).append(row["wall_s"]["total"] * len(rows))
+        self.spent.add(spec, rows)
         if row["status"] != "ok":
             self.failed += 1
             error = escape(str(row["error"]))  # text from a case is data, never markup
