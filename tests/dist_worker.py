@@ -24,9 +24,22 @@ from benches.workloads import protocol
 K = 3
 
 
-def tiny_workload() -> Workload:
+def tiny_workload(checkpointing: str = "off") -> Workload:
     """The reference workload as the engine holds it (distributed normaliser included)."""
-    return bound.build(protocol.DEFAULT, protocol.Settings(device="cpu", accumulate=K))
+    settings = protocol.Settings(device="cpu", accumulate=K, checkpointing=checkpointing)
+    return bound.build(protocol.DEFAULT, settings)
+
+
+def freeze(workload: Workload) -> None:
+    """A fine-tune's shape: only the last decoder layer's weights train, its biases and norms'
+    bias frozen beside them (mixed ``requires_grad`` inside one module, one FSDP2 group)."""
+    for name, p in workload.model.named_parameters():
+        p.requires_grad_(name.startswith("decoder.1.") and name.endswith("weight"))
+
+
+def frozen_with_grad(model: torch.nn.Module) -> list[str]:
+    """The frozen parameters that got a ``.grad`` (none may)."""
+    return [n for n, p in model.named_parameters() if not p.requires_grad and p.grad is not None]
 
 
 def rank_batches(workload: Workload, rank: int, world: int, window: int = 0):
@@ -65,6 +78,8 @@ def run(rank: int, world: int, port: int, out: str, names: list[str]) -> None:
         for name in names:
             for bucket_view in (False, True):
                 results.append(check(rank, world, name, bucket_view))
+            results.append(check(rank, world, name, False, frozen=True))
+            results.append(check(rank, world, name, False, checkpointing="on"))
         from benches.engine.distributed import Parallel
 
         parallel = Parallel("ddp", torch.device("cpu"))
@@ -77,9 +92,19 @@ def run(rank: int, world: int, port: int, out: str, names: list[str]) -> None:
         json.dump(pairs, f)
 
 
-def check(rank: int, world: int, name: str, bucket_view: bool) -> dict:
-    case = {"strategy": name, "bucket_view": bucket_view}
-    workload = tiny_workload()
+def check(
+    rank: int,
+    world: int,
+    name: str,
+    bucket_view: bool,
+    frozen: bool = False,
+    checkpointing: str = "off",
+) -> dict:
+    case = {"strategy": name, "bucket_view": bucket_view, "frozen": frozen}
+    case["checkpointing"] = checkpointing
+    workload = tiny_workload(checkpointing)
+    if frozen:
+        freeze(workload)
     expected = [global_reference(workload, world, w) for w in range(2)]
     model = DistributedDataParallel(workload.model, gradient_as_bucket_view=bucket_view)
     allreduce = CollectiveCounter(model, "ddp")
@@ -102,6 +127,7 @@ def check(rank: int, world: int, name: str, bucket_view: bool) -> dict:
         pitfall = max_rel_diff(workload, global_reference(workload, world, 1, per_rank_tokens=True))
         return {
             **case,
+            "frozen_with_grad": frozen_with_grad(model),
             "max_rel_diff": max(diffs),
             "allreduce_per_micro": per_micro,
             "local_norm_rel_diff": pitfall,
@@ -127,6 +153,8 @@ def run_sharded(
         for name in names:
             for flavour in GRAD_SYNC[kind]:
                 results.append(check_sharded(rank, world, parallel, name, flavour))
+            first = GRAD_SYNC[kind][0]
+            results.append(check_sharded(rank, world, parallel, name, first, frozen=True))
         results.append(refusals(parallel))
         pairs = {"pairs": paired_loops(rank, world, parallel), "mismatch": None}
     finally:
@@ -137,11 +165,15 @@ def run_sharded(
         json.dump(pairs, f)
 
 
-def check_sharded(rank: int, world: int, parallel, name: str, flavour: str) -> dict:
+def check_sharded(
+    rank: int, world: int, parallel, name: str, flavour: str, frozen: bool = False
+) -> dict:
     from benches.engine.replicas import full
 
-    case = {"strategy": name, "grad_sync": flavour}
+    case = {"strategy": name, "grad_sync": flavour, "frozen": frozen}
     workload = tiny_workload()
+    if frozen:
+        freeze(workload)
     # the references at the unsharded weights, before fully_shard turns them into DTensors
     expected = [global_reference(workload, world, w) for w in range(2)]
     model = parallel.wrap(workload.model)
@@ -164,7 +196,13 @@ def check_sharded(rank: int, world: int, parallel, name: str, flavour: str) -> d
             diffs.append(grad_check(got, expected[window], tolerance=0.0)["max_rel_diff"])
         collector.close()
         groups = len(counter.reduce_scatter)
-        return {**case, "max_rel_diff": max(diffs), "windows": windows, "groups": groups}
+        return {
+            **case,
+            "max_rel_diff": max(diffs),
+            "windows": windows,
+            "groups": groups,
+            "frozen_with_grad": frozen_with_grad(model),
+        }
     except Exception:
         return {**case, "error": traceback.format_exc()}
 

@@ -48,8 +48,15 @@ def results(ddp_run):
     return ddp_run[0]
 
 
-def cases(results, name):
-    return [c for per_rank in results for c in per_rank if c["strategy"] == name]
+def cases(results, name, frozen: bool = False, checkpointing: str = "off"):
+    return [
+        c
+        for per_rank in results
+        for c in per_rank
+        if c["strategy"] == name
+        and c.get("frozen", False) == frozen
+        and c.get("checkpointing", "off") == checkpointing
+    ]
 
 
 @pytest.mark.parametrize("name", strategies.available())
@@ -64,6 +71,38 @@ def test_every_strategy_gives_the_global_batch_gradient_or_refuses(results, name
             assert "gradient_as_bucket_view" in message
             continue
         # each rank's window equals the single-process gradient of the whole global batch
+        assert case["max_rel_diff"] < 1e-5, case
+
+
+@pytest.mark.parametrize("name", strategies.available())
+def test_with_a_frozen_base_under_ddp_no_frozen_parameter_gets_a_gradient(results, name):
+    """A fine-tune's shape under DDP (``dist_worker.freeze``: mixed requires_grad in one
+    module): the trainable parameters get the global batch's gradient, a frozen one none."""
+    found = cases(results, name, frozen=True)
+    assert len(found) == WORLD
+    for case in found:
+        assert "error" not in case, case.get("error")
+        if "refused" in case:  # main_grad refuses DDP whatever the parameters
+            assert name == "main_grad", case["refused"]
+            continue
+        assert case["max_rel_diff"] < 1e-5, case
+        assert case["frozen_with_grad"] == [], case
+
+
+@pytest.mark.parametrize("name", strategies.available())
+def test_with_checkpointing_on_under_ddp_every_strategy_gives_the_global_batch_gradient(
+    results, name
+):
+    """Each layer's forward recomputed in the backward (--checkpointing on): the gradient hooks
+    fire in another order; every strategy that runs under DDP still gives the global batch's
+    gradient on each of the two ranks."""
+    found = cases(results, name, checkpointing="on")
+    assert len(found) == WORLD
+    for case in found:
+        assert "error" not in case, case.get("error")
+        if "refused" in case:
+            assert name == "main_grad", case["refused"]
+            continue
         assert case["max_rel_diff"] < 1e-5, case
 
 
@@ -140,6 +179,22 @@ def test_under_fsdp2_every_strategy_gives_the_global_batch_gradient_or_refuses(s
     assert refused == ({"lazy", "flat", "main_grad"} if kind == "fsdp2" else {"lazy"})
 
 
+def test_under_fsdp2_with_mixed_requires_grad_no_frozen_parameter_gets_a_gradient(sharded):
+    """FSDP2 and HSDP with a frozen base, trainable and frozen parameters in one FSDP group
+    (``dist_worker.freeze``): every strategy that runs there gives the trainable parameters the
+    global batch's gradient and a frozen one none."""
+    kind, results_of, _ = sharded
+    ran = set()
+    for results in results_of:
+        for case in results:
+            if not case.get("frozen") or "refused" in case:
+                continue
+            assert "error" not in case, (kind, case.get("error"))
+            assert case["max_rel_diff"] < 1e-5 and case["frozen_with_grad"] == [], (kind, case)
+            ran.add(case["strategy"])
+    assert ran >= {"native", "block"}, (kind, ran)
+
+
 def test_reduce_scatters_per_window_and_group_are_k_for_every_and_one_for_last(sharded):
     import dist_worker
 
@@ -150,7 +205,7 @@ def test_reduce_scatters_per_window_and_group_are_k_for_every_and_one_for_last(s
     seen = set()
     for results in results_of:
         for case in results:
-            if not case.get("windows"):
+            if not case.get("windows") or case["frozen"]:  # a frozen group scatters nothing
                 continue
             scatters, allreduces = expected[case["grad_sync"]]
             seen.add(case["grad_sync"])

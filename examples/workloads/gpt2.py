@@ -48,7 +48,7 @@ class GPT2Workload:
         torch.manual_seed(settings.seed)  # weights built on the CPU: the same on every device
         self.model = GPT2LMHeadModel(config).to(self.device)
         if getattr(settings, "checkpointing", "off") == "on":  # transformers' own, per block
-            self.model.gradient_checkpointing_enable({"use_reentrant": False})
+            self.model.activation_checkpointing_enable({"use_reentrant": False})
         self.model.train()
 
     def batches(self, window: int) -> list[torch.Tensor]:
