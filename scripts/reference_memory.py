@@ -82,21 +82,17 @@ def estimate(
     preset: str,
     accumulate: int = 1,
     chunks: int | None = None,
-    deterministic: bool = True,
     precision: str = "fp32",
 ) -> dict:
     """``chunks`` and ``peaks``, the peaks (``_peak``) of the case's window at ``precision``,
     of the float64 reference as the check runs it in ``chunks`` (None: as many as the check
     takes for the case's model, ``gradients.reference_chunks``), and as it ran before
-    (``reference_grads`` of whole micro-batches). ``deterministic=False`` keeps the preset's
-    dropout, which no case runs (the gradient check needs a forward without random numbers)."""
+    (``reference_grads`` of whole micro-batches)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     # the workload's data and loss at the preset (its own model is built for real, once: about
     # 15 s and 1 GiB for big; only its config is used here)
-    settings = protocol.Settings(
-        device="cpu", preset=preset, accumulate=accumulate, deterministic=deterministic
-    )
+    settings = protocol.Settings(device="cpu", preset=preset, accumulate=accumulate)
     workload = bound.build(protocol.DEFAULT, settings)
     batches = workload.batches(0)
     tokens = workload.window_tokens(batches)
@@ -136,16 +132,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--accumulate", type=int, default=1, help="K micro-batches per window")
     parser.add_argument("--chunks", type=int, help="per micro-batch (default: the check's)")
     parser.add_argument(
-        "--dropout", action="store_true", help="the preset's dropout, which no case runs"
-    )
-    parser.add_argument(
         "--precision", default="fp32", choices=training.PRECISIONS, help="the window's"
     )
     args = parser.parse_args(argv)
-    peaks = estimate(args.preset, args.accumulate, args.chunks, not args.dropout, args.precision)
+    peaks = estimate(args.preset, args.accumulate, args.chunks, args.precision)
     print(
         f"preset {args.preset}, K={args.accumulate}, {peaks['chunks']} chunks per micro-batch"
-        f"{', with dropout' if args.dropout else ''}; GiB at each peak:"
+        "; GiB at each peak:"
     )
     kinds = ("Parameter", "Gradient", "Activation", "Temp")
     print(f"{'':<20}{'total':>8}" + "".join(f"{k.lower():>12}" for k in kinds))

@@ -46,7 +46,9 @@ class ModelConfig:
     n_encoder_layers: int = 6
     n_decoder_layers: int = 6
     d_ff: int = 2048
-    dropout: float = 0.1  # transformer-base's rate; the masks come from torch's global RNG
+    # no preset runs dropout (docs/training-loop.md, "Dropout": what a case measures is what its
+    # preset declares); a Workload given ``dropout`` draws masks from torch's global RNG
+    dropout: float = 0.0
     max_len: int = 256  # positions the model accepts; the target adds one token (BOS or EOS)
     norm_first: bool = False  # post-norm, as the paper; True is the pre-norm variant
     # each layer's forward recomputed in the backward (torch.utils.checkpoint, non-reentrant):
@@ -59,7 +61,7 @@ class ModelConfig:
 
 
 PRESETS: dict[str, ModelConfig] = {
-    # for tests: 0.3M parameters; no dropout, so repeated backwards give identical gradients
+    # for tests: 0.3M parameters
     "tiny": ModelConfig(
         vocab_size=1000,
         d_model=64,
@@ -83,7 +85,6 @@ PRESETS: dict[str, ModelConfig] = {
         n_encoder_layers=3,
         n_decoder_layers=3,
         d_ff=1024,
-        dropout=0.1,
         max_len=128,
         batch_size=32,
         min_seq_len=6,
@@ -91,8 +92,7 @@ PRESETS: dict[str, ModelConfig] = {
     ),
     # GPU default: transformer-base, 60.5M parameters; 128 x 8..64 = ~4.7k target tokens
     "base": ModelConfig(batch_size=128),
-    # transformer-big: 209M parameters (the paper's big model also uses dropout 0.3 on EN-DE;
-    # 0.1 keeps the presets comparable), with training-sized micro-batches: 256 x 32..128 =
+    # transformer-big: 209M parameters, with training-sized micro-batches: 256 x 32..128 =
     # ~21k target tokens, so that a GPU is busy (H200, bf16-autocast: 18% MFU eager, 25%
     # compiled; 64 sentences gave 15%; python -m benches.micro.mfu)
     "big": ModelConfig(
