@@ -225,3 +225,8 @@ def test_a_process_is_expected_to_take_as_long_as_its_kind_took_so_far():
     timed = dataclasses.replace(checked, time_only=True, round=1, pairs=10)
     assert spent.expected(timed) == 2 * (4.0 + 10 * 2.0)
     assert spent.expected(checked) == 100.0
+    # it keeps to its deadline once started: it starts where its least fits
+    from benches.engine.rotation import LEAST_ROUNDS
+
+    assert spent.least(timed) == 2 * (4.0 + LEAST_ROUNDS * 2.0)
+    assert spent.least(checked) == 100.0

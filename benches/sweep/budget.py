@@ -11,6 +11,7 @@ import statistics
 import time
 
 from benches.engine import frameworks, results
+from benches.engine.rotation import LEAST_ROUNDS
 from benches.engine.spec import PAIRS_FACTOR, CaseSpec
 from benches.sweep.record import Sweep
 from reports.schema.settings import group_of, group_of_record, head_of
@@ -79,6 +80,19 @@ class Spent:
             (max(w) / max(1, kind[-3]) * strategies for kind, w in self.walls.items()),
             default=0.0,
         )
+
+    def least(self, spec: CaseSpec) -> float:
+        """The least a process like ``spec`` can take once started: a time-only one keeps to
+        its deadline (a rotated one runs the rounds that fit, ``rotation.LEAST_ROUNDS`` at the
+        least; one alone stops adding pairs past it once it has ``--repeat``), so its start-up
+        and those rounds; a checked one, what it is expected to take (``expected``)."""
+        group = group_of(spec)
+        if not (spec.time_only and self.overhead.get(group) and self.pair.get(group)):
+            return self.expected(spec)
+        strategies = max(1, len(spec.rotation))
+        rounds = LEAST_ROUNDS if spec.rotation else spec.repeat
+        overhead = statistics.median(self.overhead[group])
+        return strategies * (overhead + rounds * statistics.median(self.pair[group]))
 
 
 @dataclasses.dataclass

@@ -252,18 +252,20 @@ class SweepRun:
         """When the last process must end: the budget less the report's time."""
         return self.started + self.sweep.budget - report_s
 
-    def run_cases(self, specs: list[CaseSpec], deadline: float | None = None) -> None:
+    def run_cases(self, specs: list[CaseSpec], deadline: float | None = None) -> int:
         """Each case in its own process, at most ``place.capacity`` in flight, each row
         appended as its process finishes; a failure is one line (its text is data, never
         markup). Stops at Ctrl-C, or submits no case that would pass ``deadline`` (a case is
-        expected to cost what time-only processes of its kind took so far)."""
+        expected to cost what processes of its kind took so far, ``budget.Spent``). Returns
+        how many processes it started."""
         self.progress.update(self.task, total=self.progress.tasks[0].total + len(specs))
-        queue, in_flight = list(specs), 0
+        queue, in_flight, started = list(specs), 0, 0
         try:
             while queue or in_flight:
                 while queue and in_flight < self.place.capacity:
                     spec = queue.pop(0)
-                    expected = self.spent.expected(spec)
+                    # a time-only process keeps to its deadline: it starts if its least fits
+                    expected = (self.spent.least if spec.time_only else self.spent.expected)(spec)
                     if deadline is not None and time.monotonic() + expected > deadline:
                         # the first-round cases the budget cannot hold (the control's extra
                         # processes only time: theirs is no case of its own)
@@ -286,8 +288,9 @@ class SweepRun:
                         spec = dataclasses.replace(spec, deadline=self.ends(spec, deadline, queue))
                     self.place.submit(spec)
                     in_flight += 1
+                    started += 1
                 if not in_flight:
-                    return
+                    return started
                 spec, rows = next(iter(self.place.as_completed()))
                 in_flight -= 1
                 self.record(spec, rows)
@@ -300,6 +303,7 @@ class SweepRun:
                 "run (--resume runs them)",
                 soft_wrap=True,
             )
+        return started
 
     def ends(self, spec: CaseSpec, deadline: float, queue: list[CaseSpec]) -> float:
         """When ``spec``'s process must end (``time.time``): a first-round process (its checks
@@ -396,7 +400,9 @@ class SweepRun:
                     "rule": PLAN_RULE,
                 }
             )
-            self.run_cases(specs, deadline)
+            if not self.run_cases(specs, deadline):
+                self.plan.pop()  # nothing fitted before the deadline: no data, no look taken
+                return
             self.taken += 1  # the data of one more look, even where the deadline cut it short
             self.save()
             if self.interrupted or self.not_run:
