@@ -49,6 +49,13 @@ def bad_workloads(tmp_path, monkeypatch):
             def lacks_loss(settings):
                 return NoLoss()
 
+            def all_frozen(settings):
+                from benches.workloads.transformer import Workload
+
+                made = Workload(settings)
+                made.model.requires_grad_(False)
+                return made
+
             not_callable = 3
             """
         )
@@ -68,6 +75,7 @@ def bad_workloads(tmp_path, monkeypatch):
         ("zg_bad_workloads:raises", "RuntimeError: no GPU for this one"),
         ("zg_bad_workloads:lacks_loss", "without loss"),
         ("zg_broken_workload:workload", "SyntaxError"),
+        ("zg_bad_workloads:all_frozen", "no parameter that requires grad"),
     ],
 )
 def test_a_bad_workload_is_a_usage_error_of_one_line(spec, named, bad_workloads, capsys, tmp_path):
