@@ -25,6 +25,9 @@ def tests(session: nox.Session) -> None:
     """The test suite without the slow end-to-end tests (docs/development.md: its time)."""
     # dev: asv (tests/test_asv.py); hf: the GPT-2 example; frameworks: tests/test_frameworks.py
     install_project(session, "bench,dev,hf,frameworks")
+    # a shuffled order, its seed printed first (tests/conftest.py): no test may lean on another's
+    # state; again in that order with -p randomly --randomly-seed=SEED
+    session.install("pytest-randomly==5.1.0")
     default = ["-q", "-m", "not slow and not cluster"]  # the cluster's: nox -s cluster
     session.run("python", "-m", "pytest", *(session.posargs or default))
 

@@ -136,15 +136,18 @@ def _plugin_modules(before: set[str]) -> list[str]:
 
 @pytest.fixture(autouse=True)
 def _no_state_leaks():
-    """A test leaves no strategy registered and no plugin imported for the next to read (the
-    registry is the process's: a ``faulty`` left by one test was in another's list of built-in
-    strategies): the registry is put back as it was, and a plugin imported since forgotten, so
-    that a later import registers its strategies again. CI runs the tests in a shuffled order
-    (pytest-randomly, its seed in the first line) to keep it so."""
+    """A test leaves no strategy registered, no plugin imported and no intra-op thread count
+    changed for the next to read (the registry is the process's: a ``faulty`` left by one test
+    was in another's list of built-in strategies): the registry is put back as it was, a plugin
+    imported since forgotten, so that a later import registers its strategies again, and
+    torch's threads set back. ``nox -s tests`` runs in a shuffled order (pytest-randomly, its
+    seed printed first) to keep it so."""
     from strategies import registry
 
     factories, before = dict(registry._factories), set(sys.modules)
+    threads = torch.get_num_threads()  # a test that sets its own gives them back
     yield
+    torch.set_num_threads(threads)
     registry._factories.clear()
     registry._factories.update(factories)
     for name in _plugin_modules(before):
@@ -184,19 +187,25 @@ def test_sum(benchmark):
 """
 
 
+def run_real_sweep(out: Path) -> subprocess.CompletedProcess:
+    """The real tiny sweep into ``out`` (``real_sweep``'s; ``tests/row_keys.py`` reads its
+    rows' keys)."""
+    command = [sys.executable, "-m", "benches", "run", "--preset", "tiny"]
+    command += ["--accumulate", "1,2", "--live-tensors", "0", "--repeat", "6"]
+    command += ["--warmup", "1", "--threads", "1", "--strategies", ",".join(SWEEP_STRATEGIES)]
+    command += ["--budget", "0"]  # the first round only: the suite's time is fixed
+    return subprocess.run(
+        [*command, "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
+
+
 @pytest.fixture(scope="session")
 def real_sweep(tmp_path_factory) -> Path:
     """The session's real tiny sweep, for every test that only reads one (every case a fresh
     process, native in two more processes at every K and N as the control), with real
     pytest-benchmark output beside it."""
     out = tmp_path_factory.mktemp("sweep")
-    command = [sys.executable, "-m", "benches", "run", "--preset", "tiny"]
-    command += ["--accumulate", "1,2", "--live-tensors", "0", "--repeat", "6"]
-    command += ["--warmup", "1", "--threads", "1", "--strategies", ",".join(SWEEP_STRATEGIES)]
-    command += ["--budget", "0"]  # the first round only: the suite's time is fixed
-    done = subprocess.run(
-        [*command, "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600
-    )
+    done = run_real_sweep(out)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert (out / "index.html").exists()  # the sweep renders its report itself
     bench_dir = tmp_path_factory.mktemp("bench")

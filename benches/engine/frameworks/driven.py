@@ -51,8 +51,8 @@ class Driven(Base):
         self.to_case: queue.Queue = queue.Queue()
         self.current: Window | None = None
         device = torch.cuda.current_device() if torch.cuda.is_available() else None
-        threads = torch.get_num_threads()
-        self.thread = threading.Thread(target=self._run, args=(device, threads), daemon=True)
+        self.threads = torch.get_num_threads()  # the case's: its loop's thread runs with them
+        self.thread = threading.Thread(target=self._run, args=(device, self.threads), daemon=True)
         self.thread.start()
         self._wait("idle")  # the framework has wrapped the model and asks for its first window
 
@@ -174,6 +174,10 @@ class Feed:
         self.path, self.lazy = path, lazy
 
     def __iter__(self):
+        # the Trainer is made: the case's threads again, whatever it set (accelerate sets its
+        # own count on a CPU with a process group and no OMP_NUM_THREADS: 2 here, against the
+        # plain loop's 1, and the pair's sums then differ in their last bits)
+        torch.set_num_threads(self.path.threads)
         self.path.on_feed()
         return self.path.lazy_loader() if self.lazy else self.path.loader()
 
