@@ -5,9 +5,11 @@ A row's keys are its own and those of the objects inside it, as dotted paths, do
 levels (``memory.timeline.points``, ``cost_model.measured.reset.median_s``); ``env`` (the
 machine's facts) and the operator tables under ``profile.windows`` stay out: their keys are data.
 
-``python tests/row_keys.py OUT [--ranks] [--write]`` runs every kind of case for real (each as
-the sweep runs it: ``launch.run_one``, then ``results.append``) and prints (``--write``: stores)
-its keys.
+``python tests/row_keys.py OUT --write`` runs every kind of case for real (each as the sweep
+runs it: ``launch.run_one``, then ``results.append``), the ranked kinds, and the real sweep of
+``tests/conftest.py`` (its first round: the ``ok``, ``shared`` and ``control`` kinds), each
+under OUT, and stores every kind's keys; without ``--write`` it prints how many each has. One
+part alone: ``--kinds``, ``--ranks``, or ``--swept`` (OUT is then a sweep's ``--out``).
 """
 
 from __future__ import annotations
@@ -147,13 +149,26 @@ def _at(row: dict[str, Any], path: str) -> Any:
     return value
 
 
+def every_kind(out: Path) -> dict[str, list[str]]:
+    """Every kind's keys: one process of each kind, the ranked kinds, the real sweep's."""
+    from conftest import run_real_sweep
+
+    found = {**keys_of(run(out / "kinds")), **keys_of(run(out / "ranks", ranks=True))}
+    done = run_real_sweep(out / "sweep")
+    if done.returncode != 0:
+        raise SystemExit(f"the real sweep failed: {done.stderr[-2000:]}")
+    return {**found, **keys_of(swept(out / "sweep"))}
+
+
 if __name__ == "__main__":
     sys.path.insert(0, str(ROOT))
     directory = Path(sys.argv[1])
     if "--swept" in sys.argv:  # DIR is a sweep's --out
         found = keys_of(swept(directory))
-    else:
+    elif "--kinds" in sys.argv or "--ranks" in sys.argv:
         found = keys_of(run(directory, ranks="--ranks" in sys.argv))
+    else:
+        found = every_kind(directory)
     if "--write" in sys.argv:
         stored = json.loads(EXPECTED.read_text()) if EXPECTED.exists() else {}
         EXPECTED.write_text(json.dumps({**stored, **found}, indent=1, sort_keys=True) + "\n")
