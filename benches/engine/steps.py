@@ -16,6 +16,7 @@ from benches.engine import bound, builds, costmodel, distributed, gradients, mem
 from benches.engine.spec import CaseSpec
 from benches.workloads import protocol
 from reports.schema.row_parts import ErrorFigures, GradCheck, Memory, Timeline, made
+from reports.schema.settings import WORKLOAD as WORKLOAD_SETTINGS
 
 
 class Wall:
@@ -65,9 +66,9 @@ def setup(spec: CaseSpec) -> bound.Bound:
         accumulate=spec.accumulate,
         live_tensors=spec.live_tensors,
         threads=spec.threads,
-        preset=spec.preset,
         deterministic=True,  # the gradient check compares windows: no random masks
-        checkpointing=spec.checkpointing,
+        # every setting a workload applies (preset, checkpointing, ...: declared workload=True)
+        **{name: getattr(spec, name) for name in WORKLOAD_SETTINGS},
     )
     workload = bound.build(spec.workload, settings)
     workload.recipe = recipe

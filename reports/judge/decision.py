@@ -15,7 +15,7 @@ from collections import defaultdict
 from reports.judge import noise, verdicts, wording
 from reports.judge.rows import strategy_order
 from reports.schema.records import Entry
-from reports.schema.settings import is_base
+from reports.schema.settings import is_base, value_order
 from reports.schema.verdict_records import Decision, Verdict, VerdictFile
 
 RULE = (
@@ -42,8 +42,8 @@ def decisions(entries: list[Entry], result: VerdictFile) -> list[Decision]:
             groups[noise.group_key(e)].append(e)
     floors = {(g.k, g.n, repr(sorted(g.case.items()))): g for g in result.noise_floor}
     out = []
-    # K and N as numbers, then the loop's settings and ranks (repr: comparable whatever they are)
-    for _, here in sorted(groups.items(), key=lambda kv: (*kv[0][:2], repr(kv[0][2:]))):
+    # K and N, then the loop's settings and ranks, each value by its type (8 before 16)
+    for _, here in sorted(groups.items(), key=lambda kv: value_order(kv[0])):
         first = here[0]
         case = noise.case_fields(first)
         floor = floors.get((first.k, first.n, repr(sorted(case.items()))))

@@ -42,7 +42,7 @@ from reports.judge.noise import (
 from reports.judge.rows import LOOP_SAMPLES, spell
 from reports.schema.records import Entry
 from reports.schema.row_parts import LoopRatio
-from reports.schema.settings import is_base, twins
+from reports.schema.settings import is_base, twins, value_order
 from reports.schema.verdict_records import (
     CaseOverhead,
     Comparison,
@@ -264,7 +264,7 @@ def strategy_comparisons(
     for e in entries:
         groups[group_key(e)].append(e)
     out = []
-    for key, here in sorted(groups.items(), key=lambda item: repr(item[0])):
+    for key, here in sorted(groups.items(), key=lambda item: value_order(item[0])):
         spread = spreads[key]
         for ea, eb in combinations(sorted(here, key=lambda e: e.strategy), 2):
             if not compared(ea.strategy, eb.strategy):
@@ -332,7 +332,7 @@ def verdicts(
     paired_resolution(spreads, comparisons, min_effect)
     return VerdictFile(
         min_effect=min_effect,
-        noise_floor=[s for _, s in sorted(spreads.items(), key=lambda item: repr(item[0]))],
+        noise_floor=[s for _, s in sorted(spreads.items(), key=lambda item: value_order(item[0]))],
         noise_floor_method=NOISE_METHOD + (MACHINE_METHOD if spread_out else ""),
         # which signal called a case noisy: psi where Linux has it, else involuntary switches
         noisy_by=sorted({case_noise(r).signal or "none" for e in ok for r in e.rows}),

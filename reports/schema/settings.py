@@ -448,11 +448,23 @@ def group_of_record(k: int, n: int, case: Mapping[str, Any]) -> tuple:
     return (k, n, *(case[name] for name in LOOP))
 
 
+def value_order(value: Any) -> tuple:
+    """A sort key that orders values by their type: numbers by value (8 before 16, never as
+    text), None first, tuples and lists element by element, the rest as text."""
+    if value is None:
+        return (0,)
+    if isinstance(value, bool):
+        return (2, str(value))
+    if isinstance(value, int | float):
+        return (1, value)
+    if isinstance(value, tuple | list):
+        return (3, tuple(value_order(v) for v in value))
+    return (2, str(value))
+
+
 def in_order(values: Iterable[Any]) -> list[Any]:
-    """A setting's values in their order: numbers by value (8 before 16), the rest as text."""
-    return sorted(
-        values, key=lambda v: (0, v, "") if isinstance(v, int | float) else (1, 0, str(v))
-    )
+    """A setting's values in their order (``value_order``)."""
+    return sorted(values, key=value_order)
 
 
 def main_values(cases: Iterable[Any]) -> dict[str, Any]:
