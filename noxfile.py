@@ -37,7 +37,11 @@ def slow(session: nox.Session) -> None:
     """The slow end-to-end tests (asv over commits, ranks, A/A sweeps); CI runs them too."""
     install_project(session, "bench,dev,hf,frameworks")
     session.run(
-        "python", "-m", "pytest", *(session.posargs or ["-q", "-m", "slow and not cluster"])
+        "python",
+        "-m",
+        "pytest",
+        # the slowest named: CI's log says where its time went
+        *(session.posargs or ["-q", "-m", "slow and not cluster", "--durations=15"]),
     )
 
 
@@ -46,7 +50,8 @@ def cluster(session: nox.Session) -> None:
     """The tests of sweeps on a Ray cluster (tests/test_cluster*.py): real clusters of two nodes
     started inside a network namespace each test makes itself (root, `unshare -n`)."""
     install_project(session, "bench,cluster")
-    session.run("python", "-m", "pytest", *(session.posargs or ["-q", "-m", "cluster"]))
+    default = ["-q", "-m", "cluster", "--durations=15"]
+    session.run("python", "-m", "pytest", *(session.posargs or default))
 
 
 @nox.session(python=PYTHON, reuse_venv=True, default=False)
