@@ -74,6 +74,7 @@ def run(out: Path, ranks: bool = False) -> dict[str, list[dict[str, Any]]]:
         (rotated,) = specs(out / "rotated", "native")
         (profiled,) = specs(out / "blocked", "block", "--profile")
         (faulty,) = specs(out / "failed", "faulty:fault=raise")
+        (grown,) = specs(out / "grown", "native", "--plugin", "tests.guard_plugin")
         plan = {
             "profiled": spec,
             "time-only": dataclasses.replace(native, time_only=True, round=1, plain_timeline=False),
@@ -82,6 +83,9 @@ def run(out: Path, ranks: bool = False) -> dict[str, list[dict[str, Any]]]:
             ),
             "profile-failed": profiled,  # its traces folder is a file: the profiler fails
             "failed": faulty,
+            # a checked shared process that grows (leaky keeps 4 MiB a window): each loop's
+            # windows alone (growth_scope "alone"); the real sweep's keep nothing ("round")
+            "shared-alone": dataclasses.replace(grown, rotation=["native", "leaky"]),
         }
         Path(profiled.out_dir).mkdir(parents=True, exist_ok=True)
         (Path(profiled.out_dir) / "traces").write_text("a file where the folder would be")
@@ -102,6 +106,8 @@ def run(out: Path, ranks: bool = False) -> dict[str, list[dict[str, Any]]]:
         rows = [json.loads(line) for line in lines]
         if kind == "failed":
             kinds["failed"], kinds["failed-launch"] = rows[:1], rows[1:]
+        elif kind == "shared-alone":
+            kinds[kind] = [r for r in rows if r["strategy"] == "native"]
         else:
             kinds[kind] = [r for r in rows if r["time_only"] == case.time_only]
     return kinds
@@ -109,7 +115,9 @@ def run(out: Path, ranks: bool = False) -> dict[str, list[dict[str, Any]]]:
 
 def swept(directory: Path) -> dict[str, list[dict[str, Any]]]:
     """A sweep's first-round rows (``conftest.real_sweep``): its cases' in a process of their
-    own (``ok``: global's), those its group's strategies share (``shared``) and the control's."""
+    own (``ok``: global's), those its group's strategies share (``shared``: its growth read
+    around the rounds; a shared process that grew has the ``shared-alone`` kind's keys,
+    ``kind_of``) and the control's."""
     rows = [json.loads(line) for line in (directory / "results.jsonl").read_text().splitlines()]
     cases = [r for r in rows if not r["control"]]
     return {
@@ -119,10 +127,22 @@ def swept(directory: Path) -> dict[str, list[dict[str, Any]]]:
     }
 
 
+def kind_of(kind: str, row: dict[str, Any]) -> str:
+    """The kind whose keys ``row`` of a sweep's ``kind`` must have: a shared process's row whose
+    loops ran alone (it grew: ``growth_scope`` "alone") those of ``shared-alone``."""
+    alone = (row.get("memory") or {}).get("growth_scope") == "alone"
+    return "shared-alone" if kind == "shared" and alone else kind
+
+
 def keys_of(kinds: dict[str, list[dict[str, Any]]]) -> dict[str, list[str]]:
     """Each kind's key paths: every path of its rows (an object that is null in one row, say
-    the plain loop's timeline, is an object in another)."""
-    return {kind: sorted({p for r in rows for p in paths(r)}) for kind, rows in kinds.items()}
+    the plain loop's timeline, is an object in another), each row under its own kind
+    (``kind_of``)."""
+    found: dict[str, set[str]] = {}
+    for kind, rows in kinds.items():
+        for r in rows:
+            found.setdefault(kind_of(kind, r), set()).update(paths(r))
+    return {kind: sorted(keys) for kind, keys in found.items()}
 
 
 def mismatches(row: dict[str, Any], expected: list[str]) -> list[str]:

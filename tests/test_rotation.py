@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from synthetic import as_row, make_row
 
+from benches.engine.growth import QUIET_ROUND_BYTES
 from benches.engine.rotation import PLAIN, fitting_rounds, rotation, timed_rounds
 from benches.engine.spec import CaseSpec
 from benches.sweep.budget import round_specs
@@ -111,8 +112,9 @@ def test_a_rotated_process_writes_a_time_only_row_per_strategy_sharing_its_proce
 def test_a_first_round_process_checks_each_strategy_and_a_failed_one_fails_alone(tmp_path):
     """A real checked process of native, a strategy whose every reset raises and block (tiny,
     one thread): the failing one's row is failed with its line; native and block each have
-    their gradient check, memory pass, cost model and growth (their windows alone, the plain
-    loop's beside them), their rotated rounds without the failed one, and one process_id."""
+    their gradient check, memory pass, cost model and growth (read around the rounds, or their
+    windows alone with the plain loop's beside them), their rotated rounds without the failed
+    one, and one process_id."""
     spec = dataclasses.replace(
         _spec("native", repeat=4, warmup=1, threads=1, plugins=["tests.fault_plugin"]),
         rotation=["native", "faulty:fault=raise", "block"],
@@ -131,7 +133,14 @@ def test_a_first_round_process_checks_each_strategy_and_a_failed_one_fails_alone
         assert r["grad_check"]["ok"] and r["grad_check"]["windows"] == 3
         memory = r["memory"]
         assert memory["held_bytes"] >= 0 and memory["peak_bytes"] > 0
-        assert memory["growth_windows"] == memory["plain_growth_windows"] == 4
+        # growth read around the 12 timed rounds; each loop's windows alone only where the
+        # process kept more than growth.QUIET_ROUND_BYTES a round
+        if memory["growth_scope"] == "round":
+            assert memory["growth_windows"] == 12 and "plain_growth_windows" not in memory
+            assert memory["growth_bytes_per_window"] <= QUIET_ROUND_BYTES
+        else:
+            assert memory["growth_scope"] == "alone"
+            assert memory["growth_windows"] == memory["plain_growth_windows"] == 4
         assert r["cost_model"] is not None
         # two whole turns of the three loops left (the plain one, native, block): 12 rounds
         assert len(r["samples"]["window"]) == 12

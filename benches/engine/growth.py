@@ -15,6 +15,12 @@ from benches.engine import memory
 # windows of the plain loop alone after the timed pairs: its own growth per window, beside which
 # a strategy's growth is a leak (reports.judge.leaks judges at least this many windows)
 GROWTH_WINDOWS = 4
+# a shared process whose timed rounds keep at most this much per round (every loop's window,
+# the plain loop's included, each round) keeps at most this much in any one loop's window: in
+# a steady state no loop frees, round after round, what another keeps. A quarter of the leak
+# judge's 64 KiB: such a process's loops need no windows alone (the judge reads the round's
+# figure as each strategy's, a bound). Above it, each loop's windows run alone (``footprint``).
+QUIET_ROUND_BYTES = 16 * 2**10
 
 
 def growth_measure(device: torch.device) -> str:
@@ -62,3 +68,11 @@ def footprint(loop, device: torch.device, timed) -> list[int]:
         loop.window(*timed[i % 2])
         readings.append(footprint_bytes(device))
     return readings
+
+
+def quiet(rounds: list[int]) -> bool:
+    """Whether a shared process's footprint around its timed rounds (before the first and after
+    each) shows it kept at most ``QUIET_ROUND_BYTES`` per round, over ``GROWTH_WINDOWS`` rounds
+    at least."""
+    kept = per_window(rounds)
+    return len(rounds) > GROWTH_WINDOWS and kept is not None and kept <= QUIET_ROUND_BYTES

@@ -25,7 +25,7 @@ from typing import Any
 
 from benches.engine import memory, process, warmup
 from benches.engine.envinfo import psi_cpu
-from benches.engine.growth import GROWTH_WINDOWS
+from benches.engine.growth import GROWTH_WINDOWS, footprint_bytes
 from benches.engine.replicas import fresh_replica
 from benches.engine.runner import PHASES, Loop
 
@@ -119,8 +119,10 @@ def rotated_rounds(spec, workload, timed, build_seed: int, lap=None, after=None)
     as its pairs. Per strategy the samples a case's timed pairs give (every phase,
     ``plain_window``, ``plain_reset``, ``cpu_pressure``, ``warmup``); the process's psutil
     figures and resident set (``rss``: after the warm-up, its peak over the rounds); and what
-    ``after(runner)`` returns, called after the timed rounds, off the clock, before the replicas
-    go (``AFTER_ROUNDS`` rounds' time is kept for it before the deadline).
+    ``after(runner, footprints)`` returns, called after the timed rounds (``footprints``: the
+    process's memory before the first and after each, ``growth.footprint_bytes``), off the
+    clock, before the replicas go (``AFTER_ROUNDS`` rounds' time is kept for it before the
+    deadline).
     ``lap(step)`` (the case's ``Wall``) is told when the replicas are built and warmed and when
     the timed rounds end."""
     runner = RotatedRunner(workload, spec.rotation, build_seed=build_seed)
@@ -143,10 +145,18 @@ def rotated_rounds(spec, workload, timed, build_seed: int, lap=None, after=None)
         hwm_reset = memory.reset_peak_rss()
         figures = process.TimedPairsProcess()
         rounds = timed_rounds(spec.pairs_planned, len(runner.names))
-        if spec.deadline:  # the sweep's budget: whole turns until then, the growth's kept out
+        if spec.deadline:  # the sweep's budget: whole turns until then
             round_s = statistics.median(warmed) if warmed else 0.0
-            left = spec.deadline - time.time() - (AFTER_ROUNDS * round_s if after else 0.0)
+            left = spec.deadline - time.time()
             rounds = fitting_rounds(rounds, len(runner.names), round_s, left)
+            if after is not None:
+                # the growth is read around the timed rounds (``growth.quiet``): enough of them
+                # to judge, and no loop's windows alone unless the process grows (then those
+                # windows, ``AFTER_ROUNDS`` rounds' time, run past the deadline)
+                rounds = max(rounds, AFTER_ROUNDS)
+        # the process's footprint before the timed rounds and after each, off the clock: where
+        # the rounds keep nothing, no loop's windows need running alone (``growth.quiet``)
+        footprints = [footprint_bytes(workload.device)] if after is not None else []
         figures.start()
         for i in range(rounds):
             # the data changes every two rounds, so each direction of the rotation meets both
@@ -160,6 +170,8 @@ def rotated_rounds(spec, workload, timed, build_seed: int, lap=None, after=None)
                 samples[label]["plain_window"].append(windows[PLAIN]["window"])
                 samples[label]["plain_reset"].append(windows[PLAIN]["reset"])
                 samples[label]["cpu_pressure"].append(pressure)
+            if after is not None:
+                footprints.append(footprint_bytes(workload.device))
             figures.sample()
         if lap is not None:
             lap("timed_pairs")
@@ -174,7 +186,7 @@ def rotated_rounds(spec, workload, timed, build_seed: int, lap=None, after=None)
             "process": figures.figures(),
             "pairs_stamps": figures.stamps,
             "build_order": runner.build_order,
-            "after": after(runner) if after is not None else None,
+            "after": after(runner, footprints) if after is not None else None,
         }
     finally:
         runner.close()

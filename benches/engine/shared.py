@@ -21,7 +21,7 @@ from typing import Any
 
 from benches.engine import costmodel, gradients, rotation
 from benches.engine.figures import cost_figures, failed_measure, measured_part, row_for
-from benches.engine.growth import footprint, growth_measure, per_window
+from benches.engine.growth import footprint, growth_measure, per_window, quiet
 from benches.engine.replicas import fresh_replica
 from benches.engine.runner import Loop
 from benches.engine.spec import CaseSpec
@@ -83,11 +83,30 @@ def check_each(spec: CaseSpec, workload, data, references, wall: Wall) -> dict[s
     return out
 
 
-def growth(runner: rotation.RotatedRunner, timed, device) -> dict[str, list[int]]:
+def growth(
+    runner: rotation.RotatedRunner, timed, device, rounds: list[int]
+) -> dict[str, list[int]] | None:
     """Each loop's memory around ``GROWTH_WINDOWS`` windows of its own, off the clock, after the
     rounds (memory read around a window among others cannot say whose a byte is:
-    ``growth.plain_footprint``)."""
+    ``growth.plain_footprint``); None where the process's footprint around its timed rounds
+    (``rounds``) shows it kept nothing worth a look (``growth.quiet``): no loop leaks."""
+    if quiet(rounds):
+        return None
     return {name: footprint(loop, device, timed) for name, loop in runner.loops.items()}
+
+
+def round_figures(rounds: list[int], device) -> Memory:
+    """Every strategy's growth in a shared process whose timed rounds kept nothing worth a look
+    (``growth.quiet``): the process's own per round, every loop's window in it, a bound on each
+    strategy's pair (``growth_scope`` "round": the leak judge reads it so)."""
+    return made(
+        Memory,
+        growth_bytes_per_window=per_window(rounds),
+        growth_windows=len(rounds) - 1,
+        growth_readings=rounds,
+        growth_measure=growth_measure(device),
+        growth_scope="round",
+    )
 
 
 def growth_figures(mine: list[int], plain: list[int], device) -> Memory:
@@ -104,6 +123,7 @@ def growth_figures(mine: list[int], plain: list[int], device) -> Memory:
         plain_growth_windows=len(plain) - 1,
         plain_growth_readings=plain,
         growth_measure=growth_measure(device),
+        growth_scope="alone",
     )
 
 
@@ -126,11 +146,15 @@ def run_shared(spec: CaseSpec) -> list[Row]:
     if passed:
         seed = spec.seed + spec.round  # the replicas' build order: another per process
         timing = dataclasses.replace(spec, rotation=passed)
-        after = None if spec.time_only else (lambda runner: growth(runner, timed, workload.device))
+        after = (
+            None
+            if spec.time_only
+            else (lambda runner, rounds: (rounds, growth(runner, timed, workload.device, rounds)))
+        )
         measured = rotation.rotated_rounds(timing, workload, timed, seed, wall.lap, after)
         wall.lap("plain_growth")
     share = {step: seconds / len(cases) for step, seconds in wall.seconds.items()}
-    readings = measured["after"]
+    rounds, readings = measured["after"] or (None, None)
     rows = []
     for case in cases:
         mine = checked[case.label]
@@ -140,7 +164,11 @@ def run_shared(spec: CaseSpec) -> list[Row]:
         samples = measured["samples"][case.label]
         memory_row = made(Memory)
         if mine.memory is not None:
-            grown = growth_figures(readings[case.label], readings[rotation.PLAIN], workload.device)
+            grown = (
+                round_figures(rounds, workload.device)
+                if readings is None
+                else growth_figures(readings[case.label], readings[rotation.PLAIN], workload.device)
+            )
             memory_row = made(Memory, **given(mine.memory), **given(grown), **measured["rss"])
         part = measured_part(case, workload, samples, mine.check, memory_row, [])
         extra = {

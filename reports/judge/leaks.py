@@ -41,17 +41,24 @@ RULE = (
     f"leaks: the strategy's window (a timed pair's growth less a plain-loop window's) grows by "
     f"more than {LEAK_BYTES // 2**10} KiB beyond the plain loop's own window (its windows alone "
     f"in the same process, after the pairs), over at least {LEAK_WINDOWS} windows, in the "
-    "median of the case's processes; steady otherwise; unmeasured with fewer windows or no "
-    "plain-loop figure"
+    "median of the case's processes; a shared process whose timed rounds kept at most 16 KiB "
+    "a round: its growth per round, a bound on each strategy's (no loop's windows alone); "
+    "steady otherwise; unmeasured with fewer windows or no plain-loop figure"
 )
 
 
-def process_excess(row: Row) -> tuple[float, float, float, float] | None:
+def process_excess(row: Row) -> tuple[float, float | None, float, float] | None:
     """One process's growth per pair, the plain loop's alone per window, the strategy's window's
     share of the pair (the pair less a plain window) and its excess over a plain window's; or
-    None unmeasured. A plain loop that shrinks lends nothing."""
+    None unmeasured. A plain loop that shrinks lends nothing. A shared process read around its
+    rounds (``growth_scope`` "round"): its growth per round is each of them (a bound: every
+    loop's window is in a round), with no plain loop's of its own."""
     memory = row.memory
     growth = memory.growth_bytes_per_window
+    if memory.growth_scope == "round":
+        if growth is None or (memory.growth_windows or 0) < LEAK_WINDOWS:
+            return None
+        return growth, None, growth, growth
     plain = memory.plain_growth_bytes_per_window
     windows = min(memory.growth_windows or 0, memory.plain_growth_windows or 0)
     if growth is None or plain is None or windows < LEAK_WINDOWS:
@@ -75,7 +82,10 @@ def judge(entry: Entry) -> Growth:
     )
     if not measured:
         return case
-    columns = (statistics.median(column) for column in zip(*measured, strict=True))
+    columns = (
+        statistics.median(known) if (known := [v for v in column if v is not None]) else None
+        for column in zip(*measured, strict=True)
+    )
     growth, plain, own, excess = columns
     return structs.replace(
         case,
@@ -85,7 +95,10 @@ def judge(entry: Entry) -> Growth:
         strategy_growth_bytes_per_window=own,
         excess_bytes_per_window=excess,
         windows=min(r.memory.growth_windows for r in rows),
-        plain_windows=min(r.memory.plain_growth_windows for r in rows),
+        plain_windows=min(
+            (r.memory.plain_growth_windows for r in rows if r.memory.plain_growth_windows),
+            default=None,
+        ),
     )
 
 

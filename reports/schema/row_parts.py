@@ -107,6 +107,10 @@ class Memory(Record, kw_only=True):
     plain_growth_windows: int | None = None
     plain_growth_readings: list[int] | None = None
     growth_measure: str | None = None  # what the footprint is: malloc, CUDA allocated or RSS
+    # a shared process's: "alone" (each loop's windows alone after the rounds), or "round" (the
+    # process's footprint around each timed round, every loop's window in it: a bound on each
+    # strategy's; its rounds kept at most engine.growth.QUIET_ROUND_BYTES); null: a pair's
+    growth_scope: str | None = None
 
 
 class ProcessFigures(Record, kw_only=True):
