@@ -100,8 +100,12 @@ def check(
     frozen: bool = False,
     checkpointing: str = "off",
 ) -> dict:
-    case = {"strategy": name, "bucket_view": bucket_view, "frozen": frozen}
-    case["checkpointing"] = checkpointing
+    case = {
+        "strategy": name,
+        "bucket_view": bucket_view,
+        "frozen": frozen,
+        "checkpointing": checkpointing,
+    }
     workload = tiny_workload(checkpointing)
     if frozen:
         freeze(workload)

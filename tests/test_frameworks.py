@@ -39,9 +39,6 @@ def no_process_group_left():
 
 def paired(label: str, k: int = 4) -> tuple[PairedRunner, tuple]:
     workload = Workload(preset="tiny", accumulate=k, device="cpu", dropout=0.0, threads=1)
-    # this thread's intra-op threads the case's, as a case's process sets them (bound.build) and
-    # the framework's own thread does: whatever a test before left, both loops add alike
-    torch.set_num_threads(workload.settings.threads)
     batches = workload.batches(0)
     runner = PairedRunner(workload, label)
     runner.add_plain()

@@ -118,11 +118,12 @@ def rotated_rounds(spec, workload, timed, build_seed: int, lap=None, after=None)
     first: ``fitting_rounds``), each strategy's windows with the plain loop's of the same round
     as its pairs. Per strategy the samples a case's timed pairs give (every phase,
     ``plain_window``, ``plain_reset``, ``cpu_pressure``, ``warmup``); the process's psutil
-    figures and resident set (``rss``: after the warm-up, its peak over the rounds); and what
-    ``after(runner, footprints)`` returns, called after the timed rounds (``footprints``: the
-    process's memory before the first and after each, ``growth.footprint_bytes``), off the
-    clock, before the replicas go (``AFTER_ROUNDS`` rounds' time is kept for it before the
-    deadline).
+    figures and resident set (``rss``: after the warm-up, its peak over the rounds); where
+    ``after`` is given, the process's memory before the first timed round and after each
+    (``footprints``, ``growth.footprint_bytes``, off the clock) and what
+    ``after(runner, footprints)`` returns, called after the timed rounds, before the replicas go
+    (with a deadline, such a process times ``AFTER_ROUNDS`` rounds at the least; what ``after``
+    runs, where the process grew, runs past the deadline).
     ``lap(step)`` (the case's ``Wall``) is told when the replicas are built and warmed and when
     the timed rounds end."""
     runner = RotatedRunner(workload, spec.rotation, build_seed=build_seed)
@@ -186,6 +187,7 @@ def rotated_rounds(spec, workload, timed, build_seed: int, lap=None, after=None)
             "process": figures.figures(),
             "pairs_stamps": figures.stamps,
             "build_order": runner.build_order,
+            "footprints": footprints,
             "after": after(runner, footprints) if after is not None else None,
         }
     finally:

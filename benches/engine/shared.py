@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import traceback
+from functools import partial
 from typing import Any
 
 from benches.engine import costmodel, gradients, rotation
@@ -84,7 +85,7 @@ def check_each(spec: CaseSpec, workload, data, references, wall: Wall) -> dict[s
 
 
 def growth(
-    runner: rotation.RotatedRunner, timed, device, rounds: list[int]
+    runner: rotation.RotatedRunner, rounds: list[int], timed, device
 ) -> dict[str, list[int]] | None:
     """Each loop's memory around ``GROWTH_WINDOWS`` windows of its own, off the clock, after the
     rounds (memory read around a window among others cannot say whose a byte is:
@@ -146,15 +147,11 @@ def run_shared(spec: CaseSpec) -> list[Row]:
     if passed:
         seed = spec.seed + spec.round  # the replicas' build order: another per process
         timing = dataclasses.replace(spec, rotation=passed)
-        after = (
-            None
-            if spec.time_only
-            else (lambda runner, rounds: (rounds, growth(runner, timed, workload.device, rounds)))
-        )
+        after = None if spec.time_only else partial(growth, timed=timed, device=workload.device)
         measured = rotation.rotated_rounds(timing, workload, timed, seed, wall.lap, after)
         wall.lap("plain_growth")
     share = {step: seconds / len(cases) for step, seconds in wall.seconds.items()}
-    rounds, readings = measured["after"] or (None, None)
+    rounds, readings = measured.get("footprints"), measured["after"]  # ``growth``'s
     rows = []
     for case in cases:
         mine = checked[case.label]

@@ -61,6 +61,17 @@ class Spent:
             if windows and wall.get("timed_pairs"):
                 self.pair.setdefault(group, []).append(wall["timed_pairs"] / windows)
 
+    def _from_parts(self, spec: CaseSpec, rounds: int) -> float | None:
+        """A time-only process of ``spec``'s strategies and ``rounds`` pairs each, from its
+        group's parts (its strategies' overhead, their pairs); None where they are not known
+        yet or ``spec`` runs the checks."""
+        group = group_of(spec)
+        if not (spec.time_only and self.overhead.get(group) and self.pair.get(group)):
+            return None
+        overhead = statistics.median(self.overhead[group])
+        pair = statistics.median(self.pair[group])
+        return max(1, len(spec.rotation)) * (overhead + rounds * pair)
+
     def expected(self, spec: CaseSpec) -> float:
         """How long a process like ``spec`` should take: the median of its kind's so far; a
         time-only one of a kind not run yet, its group's parts (its strategies' overhead and
@@ -70,12 +81,10 @@ class Spent:
         mine = self.walls.get(wall_kind(spec))
         if mine:
             return statistics.median(mine)
+        parts = self._from_parts(spec, spec.pairs_planned)
+        if parts is not None:
+            return parts
         strategies = max(1, len(spec.rotation))
-        group = group_of(spec)
-        if spec.time_only and self.overhead.get(group) and self.pair.get(group):
-            overhead = statistics.median(self.overhead[group])
-            pair = statistics.median(self.pair[group])
-            return strategies * (overhead + spec.pairs_planned * pair)
         return max(
             (max(w) / max(1, kind[-3]) * strategies for kind, w in self.walls.items()),
             default=0.0,
@@ -86,13 +95,9 @@ class Spent:
         its deadline (a rotated one runs the rounds that fit, ``rotation.LEAST_ROUNDS`` at the
         least; one alone stops adding pairs past it once it has ``--repeat``), so its start-up
         and those rounds; a checked one, what it is expected to take (``expected``)."""
-        group = group_of(spec)
-        if not (spec.time_only and self.overhead.get(group) and self.pair.get(group)):
-            return self.expected(spec)
-        strategies = max(1, len(spec.rotation))
         rounds = LEAST_ROUNDS if spec.rotation else spec.repeat
-        overhead = statistics.median(self.overhead[group])
-        return strategies * (overhead + rounds * statistics.median(self.pair[group]))
+        parts = self._from_parts(spec, rounds)
+        return self.expected(spec) if parts is None else parts
 
 
 @dataclasses.dataclass

@@ -17,8 +17,8 @@ hands it (the model, or a DDP/FSDP2 wrapper of a replica).
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
-from torch import nn
+
+from examples.workloads.gpt2 import GPT2Workload
 
 # preset -> (layers, heads, key-value heads, width, MLP width, vocabulary, sequence length,
 # sequences per micro-batch)
@@ -30,7 +30,9 @@ SIZES = {
 RANK, ALPHA, TARGETS = 4, 8, ["q_proj", "v_proj"]  # LoRA's rank, scale and target modules
 
 
-class LoraWorkload:
+class LoraWorkload(GPT2Workload):
+    """GPT-2's token stream, normaliser and loss (a causal LM's), over a Llama with adapters."""
+
     def __init__(self, settings) -> None:
         from peft import LoraConfig, get_peft_model
         from transformers import LlamaConfig, LlamaForCausalLM
@@ -60,26 +62,6 @@ class LoraWorkload:
         if getattr(settings, "checkpointing", "off") == "on":  # transformers' own, per layer
             self.model.activation_checkpointing_enable({"use_reentrant": False})
         self.model.train()
-
-    def batches(self, window: int) -> list[torch.Tensor]:
-        out = []
-        for micro in range(self.settings.accumulate):
-            gen = torch.Generator().manual_seed(hash((self.settings.seed, window, micro)) % 2**31)
-            ids = torch.randint(0, self.vocab, (self.batch, self.seq), generator=gen)
-            out.append(ids.to(self.device))
-        return out
-
-    def normaliser(self, batches: list[torch.Tensor]) -> int:
-        return sum(ids.shape[0] * (ids.shape[1] - 1) for ids in batches)  # predicted tokens
-
-    def loss(self, ids: torch.Tensor, normaliser: float, module: nn.Module) -> torch.Tensor:
-        # the engine applies settings.precision (bf16 weights, or autocast around this call)
-        logits = module(input_ids=ids).logits
-        total = F.cross_entropy(logits[:, :-1].flatten(0, 1), ids[:, 1:].flatten(), reduction="sum")
-        return total / normaliser
-
-    def tokens_per_window(self) -> int:
-        return self.settings.accumulate * self.batch * (self.seq - 1)
 
     def flops_per_window(self) -> int:
         # forward through every weight; backward through the activations of every layer, but
