@@ -1,10 +1,10 @@
 """Rows made here, and ways to read the pages built from them (no test in this module).
 
 Rows made here are schema-2 rows as the engine writes them (the identity through
-``benches.engine.spec.CaseSpec``, the rest shaped like ``benches.engine.case.row_for``'s):
-paired samples (each strategy window beside a plain-loop window of the same process), the row's
-paired ``overhead`` computed as the engine's ``case.measured_part`` computes it, exact memory
-figures and CPU pressure. Their figures are planted, not measured: they check the arithmetic of
+``benches.engine.spec.CaseSpec``, the rest shaped like ``benches.engine.figures.row_for``'s):
+paired samples (each strategy window beside a plain-loop window of the same process; their
+summaries derived when read, ``reports.judge.summaries``), exact memory figures and CPU
+pressure. Their figures are planted, not measured: they check the arithmetic of
 what a report says.
 """
 
@@ -19,7 +19,6 @@ from pathlib import Path
 import numpy as np
 
 from benches.engine.spec import CaseSpec
-from reports.judge import stats
 from reports.judge.rows import SCHEMA_VERSION, read
 from reports.schema.records import Entry, Row
 from reports.schema.settings import ENTRY_IDENTITY
@@ -64,19 +63,9 @@ def spread(median: float, width: float = 0.01, n: int = 10) -> list[float]:
 
 
 def measured(row: dict) -> dict:
-    """The row's figures from its samples, as the engine's ``case.measured_part`` computes them."""
+    """The row's figures from its samples, as the engine's ``figures.measured_part`` writes them
+    (its summaries are the reports', derived when the row is read: ``summaries``)."""
     samples = row["samples"]
-    row["phases"] = {
-        p: stats.summarize(v)
-        for p, v in samples.items()
-        if p in ("reset", "forward", "backward", "update", "window")
-    }
-    plain = samples["plain_window"]
-    pairs = stats.log_ratios(samples["window"], plain)
-    overhead = stats.public(stats.paired([pairs], seed=row["round"]))
-    overhead["plain"] = stats.summarize(plain)
-    overhead["split_half"] = stats.split_half(plain)
-    row["overhead"] = overhead
     pressure = samples["cpu_pressure"]
     row["cpu_pressure"] = {
         "median": float(np.median(pressure)),
@@ -137,7 +126,7 @@ def make_row(
         "env": {"torch": "2.13.0+cpu", "device": "cpu", "threads": 1, "git_commit": "abc" * 10},
     }
     if status != "ok":
-        return {**row, "phases": {}, "overhead": None, "memory": {}, "grad_check": None}
+        return {**row, "samples": {}, "memory": {}, "grad_check": None}
     rng = np.random.default_rng(zlib.crc32(repr((strategy, k, n, round, seed)).encode()))
     plain_w = plain * (1 + noise * rng.uniform(-1, 1, repeat))
     window = plain_w * overhead * (1 + noise * rng.uniform(-1, 1, repeat))

@@ -20,6 +20,7 @@ from benches.engine import bound, costmodel, memory
 from benches.engine.runner import PairedRunner
 from benches.sweep import cli
 from benches.workloads import protocol
+from reports.judge import summaries
 
 ROOT = Path(__file__).resolve().parent.parent
 CONVNET = "examples.workloads.convnet:workload"
@@ -210,8 +211,8 @@ def test_the_model_explains_a_reset_it_counts_and_flags_one_it_does_not():
     def summary(median):
         return {"median_s": median, "ci_low_s": median * 0.9, "ci_high_s": median * 1.1}
 
-    assert costmodel.judge(predicted, summary(1.5e-4), summary(1.5e-4), counts)["explained"]
-    judged = costmodel.judge(predicted, summary(1e-3), summary(1e-3), {**counts, "drops": 7})
+    assert summaries.judge_cost(predicted, summary(1.5e-4), summary(1.5e-4), counts)["explained"]
+    judged = summaries.judge_cost(predicted, summary(1e-3), summary(1e-3), {**counts, "drops": 7})
     assert not judged["explained"] and "7 gradients dropped" in judged["flags"][0]
 
 

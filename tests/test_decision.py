@@ -11,10 +11,9 @@ from msgspec import structs
 from rich.console import Console
 from synthetic import MIB, ROOT, by_id, make_row, write_run
 
-from benches.engine import results
 from benches.sweep import summary
 from reports.judge import decision, verdicts, wording
-from reports.judge.rows import pooled
+from reports.judge.rows import pooled, read
 from reports.page import analysis, build
 from reports.schema.verdict_records import VerdictFile
 
@@ -159,7 +158,7 @@ def test_the_answer_never_names_a_strategy_a_verdict_calls_slower_than_another(t
     )
     assert d.use != "global" and "global" in d.slower
     # however its estimate came out, a strategy called higher than another is never the fastest
-    entries = list(pooled(results.read(tmp_path / "run")).values())
+    entries = list(pooled(read(tmp_path / "run")).values())
     for e in entries:
         if e.strategy == "global":
             e.overhead = structs.replace(e.overhead, ratio=0.1)  # the lowest estimate of all

@@ -542,7 +542,7 @@ def test_the_case_table_is_its_column_list_and_a_failed_case_spans_it(ranks, tmp
     for row in rows:
         row["tokens_per_second"] = 1234.4 if row["strategy"] == "lazy" else None
         if ranks:
-            row["phases"]["sync"] = row["phases"]["reset"]
+            row["samples"]["sync"] = row["samples"]["reset"]
     rows.append(make_row("global", status="failed", error="process killed by SIGKILL"))
     html = build.build(write_run(tmp_path / "run", rows)).read_text()
     table = by_id(html, "strategies")

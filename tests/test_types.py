@@ -74,7 +74,7 @@ def runs(built, tmp_path) -> tuple[Path, Path]:
         ("tokens_per_second", False, False),
         ("tokens_per_second", "0.95", False),
         ("tokens_per_second", None, True),
-        ("overhead.pairs", None, False),
+        ("memory.held_bytes", 1.5, False),
         ("compile", 1, False),
         ("error", 1, False),
         ("samples.window", [1, 2.5, None], True),  # null in a list: a NaN, as msgspec writes it
@@ -137,11 +137,11 @@ def test_every_row_and_run_json_of_the_committed_samples_reads():
         # a wrong-typed number
         (
             "ok",
-            "overhead.ratio",
-            "0.95",
-            "Expected `float | null`, got `str` - at `$.overhead.ratio`",
+            "memory.held_bytes",
+            "10",
+            "Expected `int | null`, got `str` - at `$.memory.held_bytes`",
         ),
-        ("ok", "phases.window.median_s", "0.1", "got `str` - at `$.phases[...].median_s`"),
+        ("ok", "samples.window.0", "0.1", "got `str` - at `$.samples[...][0]`"),
         ("ok", "clip_norm", "1.0", "got `str` - at `$.clip_norm`"),
         ("ok", "compile", 1, "Expected `bool | null`, got `int` - at `$.compile`"),
         ("ok", "memory.growth_readings", [1, "2"], "got `str` - at `$.memory.growth_readings[1]`"),
@@ -197,9 +197,9 @@ def test_a_results_file_with_no_readable_row_is_an_error(runs, text, named):
 
 def test_resume_of_a_wrong_typed_or_unreadable_results_file_is_one_line(tmp_path, capsys):
     typed = make_row("native")
-    put(typed, "overhead.ratio", "0.95")
+    put(typed, "samples.window.0", "0.95")
     cases = {
-        "typed": (json.dumps(typed) + "\n", "got `str` - at `$.overhead.ratio`"),
+        "typed": (json.dumps(typed) + "\n", "got `str` - at `$.samples[...][0]`"),
         "listed": (json.dumps({**make_row("native"), "memory": [1]}) + "\n", "at `$.memory`"),
         "corrupt": ("garbage\n{not json\n", "every line is corrupt"),
     }

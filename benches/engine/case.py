@@ -56,8 +56,7 @@ from benches.engine.steps import (
     memory_figures,
     setup,
 )
-from reports.judge.rows import LOOP_SAMPLES
-from reports.schema.records import Row
+from reports.schema.records import LOOP_SAMPLES, Row
 from reports.schema.row_parts import Memory, Profile, given, made
 
 __all__ = ["CaseSpec", "failed_measure", "main", "measure", "row_for", "run_case"]

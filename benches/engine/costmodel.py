@@ -19,9 +19,10 @@ writes and gradients set to None (a TorchFunctionMode), the objects of a ``gc.ge
 call, and the calls of pre-hooks registered through ``strategies._hooks`` during backward (each
 node's hooks times the times it fired).
 
-Measured: the reset phase, and the paired cost per window (strategy window minus the plain-loop
-window beside it). A strategy whose measured cost is more than ``FACTOR`` off its prediction is
-flagged with what the model left unexplained.
+The row keeps the counts, the coefficients and the prediction; what the timed pairs measured
+against it (the reset phase, the paired cost per window) is judged in the reports, from the
+row's samples, when the row is read (ARCHITECTURE.md: the engine records, the reports
+summarise).
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ import functools
 import gc
 import statistics
 import sys
-from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -38,7 +38,6 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from benches.engine.replicas import local
 
-FACTOR = 2.0  # within FACTOR either way: explained
 MEMSET_BYTES = 32 * 2**20
 LAUNCHES = 2000
 VISITS = 2000
@@ -328,60 +327,3 @@ def predict(counts: dict[str, int], c: dict[str, float]) -> dict[str, float]:
     reset = sum(terms.values())
     hooks = counts["hook_calls"] * c["per_hook_call_s"]
     return {"reset_s": reset, "hooks_s": hooks, "total_s": reset + hooks, "reset_terms_s": terms}
-
-
-def judge(
-    predicted: dict[str, Any],
-    reset: dict[str, Any],
-    paired: dict[str, Any],
-    counts: dict[str, int],
-) -> dict[str, Any]:
-    """Measured against predicted: the reset (its median and CI), and the paired cost per
-    window (median of strategy minus plain-loop windows, and its CI). A figure whose whole CI is
-    more than FACTOR off its prediction is flagged with what the model left unexplained."""
-    flags = []
-    expected = predicted["reset_s"]
-    if expected > 0 and _off(reset, expected):
-        terms = predicted["reset_terms_s"]
-        largest = max(terms, key=terms.get)
-        measured = reset["median_s"]
-        flags.append(
-            f"reset measured {measured * 1e3:.3f} ms against {expected * 1e3:.3f} ms predicted "
-            f"({measured / expected:.1f}x): "
-            + (
-                f"{(measured - expected) * 1e3:.3f} ms the model does not count"
-                + (
-                    f": {counts['drops']} gradients dropped to None (the model charges a "
-                    "64 KiB free each: the real ones differ in size, and the module's own "
-                    "parameter walk is not counted)"
-                    if counts.get("drops")
-                    else " (it counts launches, bytes, scanned objects, .grad visits and "
-                    f"drops; largest term: {largest})"
-                )
-                if measured > expected
-                else f"the model over-counts (largest term: {largest}, "
-                f"{terms[largest] * 1e3:.3f} ms): its calibration is not like this work"
-            )
-        )
-    total = predicted["total_s"]
-    if total > 0 and _off(paired, total):
-        flags.append(
-            f"paired cost per window {paired['median_s'] * 1e3:.3f} ms (CI "
-            f"{paired['ci_low_s'] * 1e3:.3f}-{paired['ci_high_s'] * 1e3:.3f}) against "
-            f"{total * 1e3:.3f} ms predicted: "
-            + (
-                "the strategy slows something the model does not count (forward, backward or "
-                "the update: memory traffic, the allocator, caches)"
-                if paired["ci_low_s"] > total
-                else "cheaper than predicted: part of the predicted work the plain loop does too"
-            )
-        )
-    return {"explained": not flags, "flags": flags}
-
-
-def _off(summary: dict[str, Any], expected: float) -> bool:
-    """Whether the whole CI of a measured figure lies beyond FACTOR of ``expected``."""
-    low, high = summary.get("ci_low_s"), summary.get("ci_high_s")
-    if low is None or high is None:
-        return False
-    return low > FACTOR * expected or high < expected / FACTOR

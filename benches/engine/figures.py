@@ -1,8 +1,12 @@
-"""A case's row: the figures its timed pairs give (phases, the paired overhead, pressure, MFU,
-collectives, the cost model against what was measured), the case's identity and environment.
+"""A case's row: what its timed pairs measured (``samples``, one figure per pair and phase),
+pressure, MFU, collectives, the cost model's prediction, the case's identity and environment.
 
-``case`` (one strategy paired with the plain loop) and ``rotation`` (several strategies in one
-process) build their rows here, so a row has one shape whichever process measured it.
+The engine records; the reports summarise: the phases' summaries, the paired overhead and its
+interval, a loop's ratio to another and the cost model against what was measured are derived
+from the samples when the row is read (in the reports: ARCHITECTURE.md), so nothing here
+computes a statistic. ``case`` (one strategy paired with the plain loop) and ``rotation`` (several
+strategies in one process) build their rows here, so a row has one shape whichever process
+measured it.
 """
 
 from __future__ import annotations
@@ -12,50 +16,31 @@ import statistics
 from typing import Any
 
 from benches.engine import costmodel, distributed, envinfo, training
-from benches.engine.runner import PHASES
 from benches.engine.spec import CaseSpec
-from reports.judge import stats
-from reports.judge.rows import LOOP_SAMPLES
-from reports.schema.records import Row
+from reports.schema.records import LOOP_SAMPLES, Row
 from reports.schema.row_parts import (
     Collectives,
-    CostMeasured,
     CostModel,
     CpuPressure,
     GradCheck,
     LoopRatio,
     Memory,
     Mfu,
-    Summary,
     made,
 )
-
-
-def summary(values) -> Summary:
-    """A series of seconds summarised (``stats.summarize``), as a record."""
-    return made(Summary, **stats.summarize(values))
 
 
 def measured_part(
     spec, workload, samples, check: GradCheck | None, memory_row: Memory, collectives
 ) -> dict[str, Any]:
-    """The measured part of the row, by the row's field names: phases, the paired overhead,
-    pressure, memory, check (``row_for`` makes the ``Row``)."""
+    """The measured part of the row, by the row's field names: the samples, pressure, memory,
+    check (``row_for`` makes the ``Row``)."""
     world = spec.world_size
-    phases = {p: summary(v) for p, v in samples.items() if v and p in (*PHASES, "sync")}
-    plain = samples["plain_window"]
-    pairs = stats.log_ratios(samples["window"], plain)
-    overhead = made(
-        LoopRatio,
-        **stats.public(stats.paired([pairs], seed=spec.round)),
-        plain=summary(plain),
-        split_half=stats.split_half(plain),
-    )
     pressure = [p for p in samples["cpu_pressure"] if p is not None]
     tokens = workload.tokens_per_window()
     tokens_per_window = tokens * world if tokens is not None else None
     flops = workload.flops_per_window()
-    window_median = phases["window"].median_s
+    window_median = statistics.median(samples["window"])  # the rates' window
     return {
         "status": "ok",
         "error": None,
@@ -68,9 +53,7 @@ def measured_part(
         ),
         "flops_per_window": flops * world if flops is not None else None,
         "mfu": mfu(workload, spec, flops, window_median),
-        "phases": phases,
         "samples": samples,
-        "overhead": overhead,
         "cpu_pressure": made(
             CpuPressure,
             median=statistics.median(pressure) if pressure else None,
@@ -106,49 +89,28 @@ def mfu(workload, spec: CaseSpec, flops: int | None, window_s: float | None) -> 
 
 
 def setting_ratio(samples: dict[str, list], spec: CaseSpec) -> LoopRatio | None:
-    """The paired ratio of the case's loop over the ``--compare-settings`` one (None: none)."""
-    mine, other = LOOP_SAMPLES["settings"]
-    if not samples.get(mine):
+    """Which loops the case's ``--compare-settings`` samples pair (None: none measured); their
+    ratio is the reports' (``summaries.loop_ratio``)."""
+    if not samples.get(LOOP_SAMPLES["settings"][0]):
         return None
     setting, value = training.parse_setting(spec.compare_settings)
-    pairs = stats.log_ratios(samples[mine], samples[other])
-    paired = stats.public(stats.paired([pairs], seed=spec.round))
-    return made(
-        LoopRatio,
-        **{
-            **paired,
-            "estimate": "the case's window / the same strategy's window with the other setting",
-        },
-        setting=setting,
-        mine=getattr(spec.recipe, setting),
-        other=value,
-    )
+    return made(LoopRatio, setting=setting, mine=getattr(spec.recipe, setting), other=value)
 
 
 def cost_figures(costs: dict[str, Any], samples: dict[str, list]) -> CostModel:
-    """The cost model's prediction for this case against what its timed pairs measured."""
+    """The cost model's prediction for this case (its judgement against what its timed
+    pairs measured: ``summaries.cost_model``)."""
     # the window's fixed cost, in place: the plain loop's reset phase holds the same clock marks
     # and the same loop around them, and no strategy work
     coefficients = {
         **costs["coefficients"],
         "per_window_s": statistics.median(samples["plain_reset"]),
     }
-    predicted = costmodel.predict(costs["counts"], coefficients)
-    reset = stats.summarize(samples["reset"])
-    paired = stats.summarize(
-        [a - b for a, b in zip(samples["window"], samples["plain_window"], strict=True)]
-    )
-    judged = costmodel.judge(predicted, reset, paired, costs["counts"])
     return made(
         CostModel,
         coefficients=coefficients,
         counts=costs["counts"],
-        predicted=predicted,
-        measured=made(
-            CostMeasured, reset=made(Summary, **reset), paired_cost=made(Summary, **paired)
-        ),
-        explained=judged["explained"],
-        flags=judged["flags"],
+        predicted=costmodel.predict(costs["counts"], coefficients),
     )
 
 
@@ -169,17 +131,11 @@ def collectives_figure(collectives: list[dict[str, Any]], parallel: str) -> Coll
 
 
 def grad_sync_ratio(samples: dict[str, list], spec: CaseSpec) -> LoopRatio | None:
-    """The paired ratio of the case's flavour over ``every`` on one model (None: not measured)."""
-    mine, reference = LOOP_SAMPLES["grad_sync"]
-    if not samples.get(mine):
+    """Which loops the case's flavour samples pair, its flavour and ``every`` on one model
+    (None: not measured); their ratio is the reports' (``summaries.loop_ratio``)."""
+    if not samples.get(LOOP_SAMPLES["grad_sync"][0]):
         return None
-    pairs = stats.log_ratios(samples[mine], samples[reference])
-    return made(
-        LoopRatio,
-        **stats.public(stats.paired([pairs], seed=spec.round)),
-        grad_sync=spec.grad_sync,
-        against=distributed.REFERENCE_SYNC,
-    )
+    return made(LoopRatio, grad_sync=spec.grad_sync, against=distributed.REFERENCE_SYNC)
 
 
 def row_for(spec: CaseSpec, measured: dict[str, Any]) -> Row:
@@ -214,8 +170,7 @@ def failed_measure(error: str) -> dict[str, Any]:
     return {
         "status": "failed",
         "error": error,
-        "phases": {},
-        "overhead": None,
+        "samples": {},
         "memory": made(Memory),
         "grad_check": None,
         "params": None,

@@ -1,5 +1,5 @@
-"""Memory kept window after window: the readings a case takes to tell a leak
-(``reports.judge.leaks`` judges them). On CPU malloc's bytes in use (glibc), else the resident
+"""Memory kept window after window: the readings a case takes to tell a leak (the reports'
+leak judge, ``leaks``, judges them). On CPU malloc's bytes in use (glibc), else the resident
 set; on CUDA the allocator's bytes. Read between timed pairs and after them, never inside a
 timed window."""
 
@@ -13,7 +13,7 @@ import torch
 from benches.engine import memory
 
 # windows of the plain loop alone after the timed pairs: its own growth per window, beside which
-# a strategy's growth is a leak (reports.judge.leaks judges at least this many windows)
+# a strategy's growth is a leak (the reports' leak judge reads at least this many windows)
 GROWTH_WINDOWS = 4
 # a shared process whose timed rounds keep at most this much per round (every loop's window,
 # the plain loop's included, each round) keeps at most this much in any one loop's window: in

@@ -5,7 +5,7 @@ Read between pairs, never inside a window (``memory_full_info`` reads smaps_roll
 The peaks are the largest of those readings: psutil has no kernel peak on Linux (the row's
 ``memory.peak_rss_bytes`` is the kernel's VmHWM). Involuntary switches are the noise signal
 where Linux PSI is missing: a process with a CPU of its own is rarely preempted, one that
-shares it is preempted every scheduler slice (see ``reports.judge.noise.NOISY_SWITCHES_PER_S``).
+shares it is preempted every scheduler slice (the reports' noise rule, ``NOISY_SWITCHES_PER_S``).
 Under torchrun each figure is the largest over ranks (``distributed.busiest``; the
 involuntary_per_s of the busiest rank), ``affinity`` rank 0's and ``rank_affinity`` every rank's.
 """

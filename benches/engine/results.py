@@ -7,10 +7,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from reports.judge.rows import RESULTS, SCHEMA_VERSION, read
-from reports.schema.records import Row, encode
+from reports.schema.records import RESULTS, SCHEMA_VERSION, Row, encode
 
-__all__ = ["RESULTS", "SCHEMA_VERSION", "append", "read"]
+__all__ = ["RESULTS", "SCHEMA_VERSION", "append"]
 
 
 def append(directory: str | Path, row: Row | dict[str, Any]) -> None:

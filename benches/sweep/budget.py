@@ -10,7 +10,7 @@ import math
 import statistics
 import time
 
-from benches.engine import frameworks, results
+from benches.engine import frameworks
 from benches.engine.rotation import LEAST_ROUNDS
 from benches.engine.spec import PAIRS_FACTOR, CaseSpec
 from benches.sweep.record import Sweep
@@ -116,9 +116,9 @@ def look(sweep: Sweep, taken: int) -> Look:
     """The verdicts of the ``taken``-th look so far, held to that look's share of alpha
     (``stats.look_alpha``), and what is still open."""
     from reports.judge import verdicts
-    from reports.judge.rows import pooled
+    from reports.judge.rows import pooled, read
 
-    entries = list(pooled(results.read(sweep.out)).values())
+    entries = list(pooled(read(sweep.out)).values())
     control = sweep.control if sweep.control != "none" else None
     judged = verdicts.verdicts(
         entries, sweep.min_effect, sweep.looks, control, taken=taken, final=False

@@ -40,7 +40,7 @@ from benches.sweep.outdir import DEFAULT_RUNS
 from benches.sweep.places import ClusterLost, Local, Place
 from benches.sweep.plan import cases
 from benches.sweep.record import CONTROL_PROCESSES, Sweep
-from reports.judge.rows import case_key
+from reports.judge.rows import case_key, read
 from reports.schema.records import RUN, RunFile
 
 __all__ = ["CONTROL_PROCESSES", "build_parser", "cases", "main", "resolve"]
@@ -87,7 +87,7 @@ def open_run(sweep: Sweep, cluster: dict) -> tuple[str, set[tuple]]:
     recorded = RunFile.read(sweep.out) if sweep.resume else None  # outdir.resumable checked it
     if recorded is not None:
         run_id = recorded.run_id
-        done = {(case_key(r), r.round) for r in results.read(sweep.out) if r.ok}
+        done = {(case_key(r), r.round) for r in read(sweep.out) if r.ok}
     else:
         run_id = uuid.uuid4().hex[:12]
         write_whole(
@@ -245,7 +245,7 @@ class SweepRun:
         self.plan: list[dict] = list(recorded.plan or []) if recorded else []
         self.taken = 1  # looks taken
         if recorded is not None:
-            added = [r.round for r in results.read(sweep.out) if r.time_only and not r.control]
+            added = [r.round for r in read(sweep.out) if r.time_only and not r.control]
             self.taken = recorded.taken(added)
 
     def deadline(self, report_s: float) -> float:
@@ -355,7 +355,7 @@ class SweepRun:
             if not c.control and c.round == 0
             for m in c.members()
         ]
-        next_round = max((r.round for r in results.read(sweep.out)), default=0) + 1
+        next_round = max((r.round for r in read(sweep.out)), default=0) + 1
         while self.taken < sweep.looks:
             looked = time.monotonic()
             found = look(sweep, self.taken)

@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 
 from reports.judge import stats
-from reports.schema.records import ROW, Entry, Paired, Row
+from reports.schema.records import LOOP_SAMPLES, RESULTS, ROW, SCHEMA_VERSION, Entry, Paired, Row
 from reports.schema.row_parts import GradCheck, Summary
 from reports.schema.settings import (
     ADDED_LATER,
@@ -24,17 +24,19 @@ from reports.schema.settings import (
     spell,
 )
 
-__all__ = ["ADDED_LATER", "CASE_KEY", "SWEEP_IDENTITY", "case_key", "label", "spell"]
+__all__ = [
+    "ADDED_LATER",
+    "CASE_KEY",
+    "LOOP_SAMPLES",
+    "RESULTS",
+    "SCHEMA_VERSION",
+    "SWEEP_IDENTITY",
+    "case_key",
+    "label",
+    "spell",
+]
 
-RESULTS = "results.jsonl"
 PHASES = ("reset", "forward", "backward", "update", "window", "sync")  # sync: DDP only
-SCHEMA_VERSION = 2  # 2: paired overhead per row, held/peak memory, no baseline case
-# a row's paired samples of its loop against another loop of the same strategy in one process,
-# (this loop's windows, the other loop's): the engine writes them, judge.verdicts judges them
-LOOP_SAMPLES = {
-    "grad_sync": ("flavour_window", "reference_flavour_window"),  # its flavour against every
-    "settings": ("setting_window", "other_setting_window"),  # against --compare-settings'
-}
 
 
 class SchemaError(ValueError):

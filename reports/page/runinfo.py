@@ -131,7 +131,7 @@ def the_run(directory: Path, rows: list[Row], run: RunFile) -> TheRun:
         directory=directory,
         world_size=max((r.world_size or 1 for r in rows), default=1),
         workload=first.workload,
-        has_sync=any("sync" in r.phases for r in ok_rows),
+        has_sync=any(r.samples.get("sync") for r in ok_rows),
         run=run,
         sweep=run.sweep,
         env=environment(run, first),

@@ -11,7 +11,7 @@ from typing import Any
 
 from msgspec import structs
 
-from reports.judge import leaks, machines, noise, stats, targets, verdicts
+from reports.judge import leaks, machines, noise, stats, summaries, targets, verdicts
 from reports.judge.rows import REFERENCE, memory_note, process_of, strategy_order
 from reports.page import profile
 from reports.page.records import (
@@ -198,7 +198,7 @@ def cost_table(entries: list[Entry], k: int) -> list[CostLine]:
         row = _first_process(e)
         if e.k != k or row is None:
             continue
-        model = row.cost_model
+        model = summaries.cost_model(row)
         if not model:
             continue
         predicted = model.predicted

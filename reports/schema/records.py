@@ -48,6 +48,16 @@ from reports.schema.settings import (
     RowIdentity,
 )
 
+# -- results.jsonl: the file the engine writes and ``reports.judge.rows`` reads --------------------
+RESULTS = "results.jsonl"
+SCHEMA_VERSION = 2  # 2: paired overhead per row, held/peak memory, no baseline case
+# a row's paired samples of its loop against another loop of the same strategy in one process,
+# (this loop's windows, the other loop's): the engine writes them, judge.verdicts judges them
+LOOP_SAMPLES = {
+    "grad_sync": ("flavour_window", "reference_flavour_window"),  # its flavour against every
+    "settings": ("setting_window", "other_setting_window"),  # against --compare-settings'
+}
+
 
 class RecordError(ValueError):
     """A JSON object that is not the record it should be: one line naming the field."""
@@ -231,15 +241,20 @@ class Row(RowIdentity, kw_only=True):
     tokens_per_second: float | None = None
     flops_per_window: float | None = None
     mfu: Mfu | None = None  # a GPU's model FLOPs utilisation
+    # per phase, one per pair: what the summaries below are derived from when read
+    samples: dict[str, list[float | None]] | None = {}
+    # stored only in rows written before 2026-12-07 (the engine summarised then); read through
+    # reports.judge.summaries (phases, overhead), which derives them from the samples otherwise
     phases: dict[str, Summary] | None = {}  # per phase, over its pairs
-    samples: dict[str, list[float | None]] | None = {}  # per phase, one per pair
     overhead: LoopRatio | None = None  # the process's paired ratio (stats.paired)
     cpu_pressure: CpuPressure | None = None  # PSI over the timed pairs: median, max
     allreduce_per_window: float | None = None
     collectives_per_window: Collectives | None = None  # figures.collectives_figure
     framework: Framework | None = None  # a framework's path: its version, what is off
-    grad_sync_vs_every: LoopRatio | None = None  # figures.grad_sync_ratio
-    settings_vs: LoopRatio | None = None  # figures.setting_ratio
+    # which loops a loop's samples pair (figures.grad_sync_ratio, setting_ratio); their ratio:
+    # summaries.loop_ratio
+    grad_sync_vs_every: LoopRatio | None = None
+    settings_vs: LoopRatio | None = None
     memory: Memory | None = field(default_factory=Memory)  # the memory pass and growth
     grad_check: GradCheck | None = None  # engine.gradients.check_windows
     accumulation_error: ErrorFigures | None = None  # engine.gradients.errors
@@ -247,7 +262,7 @@ class Row(RowIdentity, kw_only=True):
     process: ProcessFigures | None = None  # psutil over the timed pairs (engine.process)
     build_order: list[str] | None = None  # a rotated process's replica build order
     compile_s: float | None = None
-    cost_model: CostModel | None = None  # figures.cost_figures
+    cost_model: CostModel | None = None  # figures.cost_figures; judged: summaries.cost_model
     profile: Profile | None = None  # engine.profiling: the profiled pair
     wall_s: dict[str, float | None] | None = None  # the process's seconds per step
     env: dict[str, Any] | None = {}  # engine.envinfo, git, process start

@@ -172,13 +172,16 @@ class CostMeasured(Record, kw_only=True):
 
 
 class CostModel(Record, kw_only=True):
-    """The row's ``cost_model``: the prediction for this case against what its timed pairs
-    measured (``benches.engine.figures.cost_figures``, ``engine.costmodel``)."""
+    """The row's ``cost_model``: the prediction for this case (``benches.engine.figures.
+    cost_figures``, ``engine.costmodel``) against what its timed pairs measured, judged when the
+    row is read (``reports.judge.summaries.cost_model``)."""
 
     counts: Json  # per window: launches, bytes, objects, visits, hook calls, drops, windows
     coefficients: Json  # seconds per counted thing, calibrated in this process
     predicted: Json  # reset_s, hooks_s, total_s and each term (reset_terms_s)
-    measured: CostMeasured
+    # what the timed pairs measured against it, judged: derived when the row is read
+    # (``reports.judge.summaries.cost_model``), stored in rows written before 2026-12-07
+    measured: CostMeasured | None = None
     explained: bool | None = None  # the measured reset within the model's band
     flags: list[str] = field(default_factory=list)  # where they part, in words
 
@@ -242,7 +245,8 @@ class LoopRatio(Record, kw_only=True):
     """A paired ratio of one process (``stats.paired``'s public figures): the row's
     ``overhead`` (the strategy's window over the plain loop's), ``grad_sync_vs_every`` (its
     flavour over ``every``) and ``settings_vs`` (the case's loop over ``--compare-settings``'),
-    written by ``benches.engine.figures``. The report pools samples, not these; they are the
+    derived from the row's samples when read (``reports.judge.summaries``; the engine writes
+    only which loops the last two pair). The report pools samples, not these; they are the
     process's own figure."""
 
     ratio: float | None = None
