@@ -28,6 +28,7 @@ from benches.sweep.budget import (
     PLAN_RULE,
     REPORT_LOOKS,
     REPORT_S,
+    PairsPlan,
     Spent,
     look,
     plan_pairs,
@@ -40,8 +41,9 @@ from benches.sweep.outdir import DEFAULT_RUNS
 from benches.sweep.places import ClusterLost, Local, Place
 from benches.sweep.plan import cases
 from benches.sweep.record import CONTROL_PROCESSES, Sweep
-from reports.judge.rows import case_key, read
+from reports.judge.rows import case_key, pooled, read
 from reports.schema.records import RUN, RunFile
+from reports.schema.settings import group_of
 
 __all__ = ["CONTROL_PROCESSES", "build_parser", "cases", "main", "resolve"]
 # python -m benches COMMAND: the sweep's own, then the micro-benchmarks (benches/__main__.py)
@@ -242,7 +244,14 @@ class SweepRun:
         # a resumed run's looks so far (a new run has no rows to read: its results.jsonl may
         # be anything until the first row is appended, /dev/full included)
         recorded = RunFile.read(sweep.out) if sweep.resume else None
-        self.plan: list[dict] = list(recorded.plan or []) if recorded else []
+        # the looks' plans (a resumed run's first-round plan is made again: ``first_pairs``)
+        self.plan: list[dict] = [
+            p for p in (recorded.plan or []) if p.get("rounds") != [0, 0]
+        ] if recorded else []  # fmt: skip
+        # the first round's pairs per group, planned as its processes finish (``first_pairs``)
+        self.first_plan: dict[tuple, PairsPlan] = {}
+        self.recorded = 0  # processes whose rows were appended
+        self._plans: tuple[int, list, dict] = (-1, [], {})  # (recorded, entries, plans)
         self.taken = 1  # looks taken
         if recorded is not None:
             added = [r.round for r in read(sweep.out) if r.time_only and not r.control]
@@ -263,7 +272,7 @@ class SweepRun:
         try:
             while queue or in_flight:
                 while queue and in_flight < self.place.capacity:
-                    spec = queue.pop(0)
+                    spec = self.first_pairs(queue.pop(0))
                     # a time-only process keeps to its deadline: it starts if its least fits
                     expected = (self.spent.least if spec.time_only else self.spent.expected)(spec)
                     if deadline is not None and time.monotonic() + expected > deadline:
@@ -305,6 +314,43 @@ class SweepRun:
             )
         return started
 
+    def first_pairs(self, spec: CaseSpec) -> CaseSpec:
+        """A first-round process (its pairs planned by no look) with the pairs its group's
+        finished processes plan (``budget.plan_pairs``, Kalibera & Jones): the rule every added
+        process follows, from the first moment the sweep can measure it (a process of the
+        group and the variance between two of a strategy's, the control's extra processes
+        give it), ``--repeat`` until then. Not where ``--repeat`` is given, nor without a budget
+        (a fixed sweep keeps the design it was given); run.json's plan records it."""
+        sweep = self.sweep
+        if spec.pairs or not (sweep.budget and sweep.plan_pairs):
+            return spec
+        recorded, entries, plans = self._plans
+        if recorded != self.recorded:  # a process finished since the last plan: read again
+            entries = list(pooled(read(sweep.out)).values()) if self.recorded else []
+            recorded, plans = self.recorded, {}
+            self._plans = (recorded, entries, plans)
+        group = group_of(spec)
+        if group not in plans:
+            plans[group] = plan_pairs(entries, group, sweep.repeat, True)
+        if plans[group].c_process is None:  # not measured yet
+            return spec
+        self.first_plan[group] = plans[group]
+        return dataclasses.replace(spec, pairs=plans[group].pairs)
+
+    def first_round_plan(self) -> dict | None:
+        """run.json's record of the first round's planned pairs (the last plan per group)."""
+        if not self.first_plan:
+            return None
+        return {
+            "look": 1,
+            "rounds": [0, 0],
+            "pairs": [
+                {"group": list(g), **self.first_plan[g].record()}
+                for g in sorted(self.first_plan, key=repr)
+            ],
+            "rule": PLAN_RULE,
+        }
+
     def ends(self, spec: CaseSpec, deadline: float, queue: list[CaseSpec]) -> float:
         """When ``spec``'s process must end (``time.time``): a first-round process (its checks
         are every later look's footing) its fair share of what is left, the left time over
@@ -328,6 +374,7 @@ class SweepRun:
                 if step != "total" and seconds:
                     self.steps[step] = self.steps.get(step, 0.0) + seconds
         self.spent.add(spec, rows)
+        self.recorded += 1
         if row["status"] != "ok":
             self.failed += 1
             error = escape(str(row["error"]))  # text from a case is data, never markup
@@ -343,10 +390,11 @@ class SweepRun:
         in an order shuffled per look, until every verdict is decided, the looks are used up
         (``sweep.looks``: each look adds twice the rounds of the last) or the budget is spent;
         a strategy whose comparisons are all decided gets no more processes. Each process runs
-        the pairs planned for its group (``budget.plan_pairs``). The budget holds the report
-        too: no process starts that would end later than the report needs (``REPORT_LOOKS``
-        times one look's verdicts). A look judges only after every process of the one before it
-        finished; run.json records each look's plan and the looks taken (the report's alpha)."""
+        the pairs planned for its group (``budget.plan_pairs``; the first round's:
+        ``first_pairs``). The budget holds the report too: no process starts that would end
+        later than the report needs (``REPORT_LOOKS`` times one look's verdicts). A look
+        judges only after every process of the one before it finished; run.json records
+        each look's plan and the looks taken (the report's alpha)."""
         sweep = self.sweep
         shuffle = random.Random(sweep.seed)
         first = [
@@ -417,7 +465,9 @@ class SweepRun:
         run = RunFile.read(self.sweep.out)
         if run is None:
             return wall
-        run.looks_taken, run.plan, run.wall = self.taken, self.plan, wall
+        first = self.first_round_plan()
+        run.looks_taken, run.wall = self.taken, wall
+        run.plan = [first, *self.plan] if first else self.plan
         try:
             write_whole(self.sweep.out / RUN, json.dumps(run.to_json(), indent=1))
         except OSError as err:  # the rows and the report matter more: said, not raised
