@@ -32,17 +32,14 @@ def tests(session: nox.Session) -> None:
     session.run("python", "-m", "pytest", *(session.posargs or default))
 
 
-@nox.session(python=PYTHON, reuse_venv=True, default=False)
+@nox.session(python=False, default=False)
 def slow(session: nox.Session) -> None:
     """The slow end-to-end tests (asv over commits, ranks, A/A sweeps); CI runs them too."""
-    install_project(session, "bench,dev,hf,frameworks")
-    session.run(
-        "python",
-        "-m",
-        "pytest",
-        # the slowest named: CI's log says where its time went
-        *(session.posargs or ["-q", "-m", "slow and not cluster", "--durations=15"]),
-    )
+    # in the tests session's environment (the same extras: no second install of torch and the
+    # frameworks), in file order (docs/development.md says why); the slowest named: CI's log
+    # says where its time went
+    default = ["-q", "-p", "no:randomly", "-m", "slow and not cluster", "--durations=15"]
+    session.notify("tests", posargs=session.posargs or default)
 
 
 @nox.session(python=PYTHON, reuse_venv=True, default=False)
