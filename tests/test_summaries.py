@@ -90,3 +90,26 @@ def test_a_loop_ratio_is_the_paired_ratio_of_its_samples_with_the_loops_the_engi
 def test_a_row_without_pairs_has_no_overhead_and_no_phases():
     assert summaries.overhead(Row.from_json({"status": "failed", "samples": {}})) is None
     assert summaries.phases(Row.from_json({"status": "failed"})) == {}
+
+
+def test_the_read_speed_script_prints_both_figures_against_its_target():
+    """``scripts/read_speed.py`` (the figure is measured there, not asserted here: a timed test
+    flakes on a busy machine); small, so that it runs in the suite."""
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parent.parent / "scripts" / "read_speed.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--rows", "40", "--repeats", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode in (0, 1), done.stderr
+    lines = done.stdout.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["as stored", "as written now"], lines
+    assert all("40 rows" in line and "(target <= 0.5)" in line for line in lines), lines
+    bad = subprocess.run(
+        [sys.executable, str(script), "--rows", "0"], capture_output=True, text=True, timeout=60
+    )
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
