@@ -326,7 +326,9 @@ class SweepRun:
             return spec
         recorded, entries, plans = self._plans
         if recorded != self.recorded:  # a process finished since the last plan: read again
-            entries = list(pooled(read(sweep.out)).values()) if self.recorded else []
+            # the process figures only: no entry's bootstrap (plan_pairs reads none)
+            found = read(sweep.out) if self.recorded else []  # none yet: the file may be empty
+            entries = list(pooled(found, summarised=False).values())
             recorded, plans = self.recorded, {}
             self._plans = (recorded, entries, plans)
         group = group_of(spec)

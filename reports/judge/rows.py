@@ -150,9 +150,17 @@ def strategy_order(name: str) -> tuple:
     return (name != REFERENCE, name)
 
 
-def pooled(rows: list[Row]) -> dict[tuple, Entry]:
+def phase_summaries(samples: dict[str, list]) -> dict[str, Summary]:
+    """Per phase (``PHASES``), a series of windows summarised (``stats.summarize``): a case's
+    pooled over its processes, or one row's (``summaries.phases``)."""
+    return {p: Summary(**stats.summarize(v)) for p, v in samples.items() if v and p in PHASES}
+
+
+def pooled(rows: list[Row], summarised: bool = True) -> dict[tuple, Entry]:
     """One entry per case: ok rounds' raw samples pooled and summarised again, the paired
-    ratio over its processes; failures kept."""
+    ratio over its processes (its bootstrap: seconds at a few hundred rows); failures kept.
+    ``summarised`` off: the entries' rows and samples only, for a reader of process figures
+    (the budget's pairs plan)."""
     groups: dict[tuple, list[Row]] = defaultdict(list)
     for row in rows:
         groups[case_key(row)].append(row)
@@ -175,8 +183,9 @@ def pooled(rows: list[Row]) -> dict[tuple, Entry]:
             entry.samples = {
                 phase: [s for r in ok for s in r.samples.get(phase, [])] for phase in PHASES
             }
-            entry.phases = {p: Summary(**stats.summarize(v)) for p, v in entry.samples.items() if v}
-            entry.overhead = paired_overhead(entry)
+            if summarised:
+                entry.phases = phase_summaries(entry.samples)
+                entry.overhead = paired_overhead(entry)
         out[key] = entry
     return out
 

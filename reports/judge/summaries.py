@@ -24,7 +24,7 @@ from typing import Any
 from msgspec import structs
 
 from reports.judge import stats
-from reports.judge.rows import PHASES
+from reports.judge.rows import phase_summaries
 from reports.schema.records import LOOP_SAMPLES, Row
 from reports.schema.row_parts import CostMeasured, CostModel, LoopRatio, Summary
 
@@ -39,9 +39,7 @@ def summary(values) -> Summary:
 
 def phases(row: Row) -> dict[str, Summary]:
     """Per phase (``rows.PHASES``), the row's timed windows summarised."""
-    if row.phases:
-        return row.phases
-    return {p: summary(v) for p, v in row.samples.items() if v and p in PHASES}
+    return row.phases or phase_summaries(row.samples)
 
 
 def overhead(row: Row) -> LoopRatio | None:
