@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -175,6 +176,65 @@ def run_reports(*args: str, timeout: float = 120) -> subprocess.CompletedProcess
         text=True,
         timeout=timeout,
     )
+
+
+def sweep(*args: str, plugin_dir: Path | None = None, **kwargs) -> subprocess.CompletedProcess:
+    """``python -m benches run ARGS`` from the checkout, as a user runs it (``plugin_dir``: on
+    its PYTHONPATH, for a plugin the test wrote); output captured."""
+    env = dict(os.environ)
+    if plugin_dir is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(plugin_dir), env.get("PYTHONPATH", "")])
+    return subprocess.run(
+        [sys.executable, "-m", "benches", "run", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        **kwargs,
+    )
+
+
+@pytest.fixture(scope="module")
+def plugin_dir(tmp_path_factory) -> Path:
+    """A folder holding ``zg_test_plugin``: strategies that fail at reset, on rank 1 only,
+    sleep, or never zero (the CLI's failure tests)."""
+    tmp_path = tmp_path_factory.mktemp("plugins")
+    (tmp_path / "zg_test_plugin.py").write_text(
+        textwrap.dedent(
+            """
+        import time
+        import strategies
+        from strategies.block import BlockStrategy
+
+        class Boom(BlockStrategy):
+            def reset(self, collector):
+                # gloo's and NCCL's messages hold brackets: rich must not read them as markup
+                raise RuntimeError("boom at reset [/gloo/transport/tcp/pair.cc:553] [red]")
+
+        class RankOneFails(BlockStrategy):
+            def reset(self, collector):
+                import os
+                if os.environ.get("RANK") == "1":
+                    raise RuntimeError("rank 1 gave up")
+                super().reset(collector)
+
+        class Sleepy(BlockStrategy):
+            def reset(self, collector):
+                time.sleep(120)
+
+        class Noop(BlockStrategy):
+            def reset(self, collector):
+                pass  # never zeroes: the second window holds two windows' gradients
+
+        strategies.register("boom", Boom)
+        strategies.register("sleepy", Sleepy)
+        strategies.register("rank-one-fails", RankOneFails)
+        strategies.register("noop", Noop)
+        """
+        )
+    )
+    return tmp_path
 
 
 # -- what many tests read: one real sweep, one browser, per session -----------------------------

@@ -7,12 +7,11 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
 import pytest
-from conftest import QUICK, run_reports
+from conftest import QUICK, run_reports, sweep
 from synthetic import rows_of
 
 from benches.sweep import cli
@@ -39,21 +38,6 @@ REQUIRED_FIELDS = {
     "grad_check",
     "env",
 }
-
-
-def sweep(*args: str, plugin_dir: Path | None = None, **kwargs) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    if plugin_dir is not None:
-        env["PYTHONPATH"] = os.pathsep.join([str(plugin_dir), env.get("PYTHONPATH", "")])
-    return subprocess.run(
-        [sys.executable, "-m", "benches", "run", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        **kwargs,
-    )
 
 
 @pytest.mark.parametrize(
@@ -172,46 +156,6 @@ def test_one_round_adds_control_processes_at_every_k_and_n(tmp_path):
         # the plain loop's timeline is the same in every case: one case records it
         (first,) = [s for s in here if s.plain_timeline]
         assert not first.control and first.round == 0
-
-
-@pytest.fixture(scope="module")
-def plugin_dir(tmp_path_factory) -> Path:
-    tmp_path = tmp_path_factory.mktemp("plugins")
-    (tmp_path / "zg_test_plugin.py").write_text(
-        textwrap.dedent(
-            """
-        import time
-        import strategies
-        from strategies.block import BlockStrategy
-
-        class Boom(BlockStrategy):
-            def reset(self, collector):
-                # gloo's and NCCL's messages hold brackets: rich must not read them as markup
-                raise RuntimeError("boom at reset [/gloo/transport/tcp/pair.cc:553] [red]")
-
-        class RankOneFails(BlockStrategy):
-            def reset(self, collector):
-                import os
-                if os.environ.get("RANK") == "1":
-                    raise RuntimeError("rank 1 gave up")
-                super().reset(collector)
-
-        class Sleepy(BlockStrategy):
-            def reset(self, collector):
-                time.sleep(120)
-
-        class Noop(BlockStrategy):
-            def reset(self, collector):
-                pass  # never zeroes: the second window holds two windows' gradients
-
-        strategies.register("boom", Boom)
-        strategies.register("sleepy", Sleepy)
-        strategies.register("rank-one-fails", RankOneFails)
-        strategies.register("noop", Noop)
-        """
-        )
-    )
-    return tmp_path
 
 
 @pytest.fixture(scope="module")
@@ -447,83 +391,6 @@ def test_readme_plugin_example_passes_the_shared_suite():
 
 
 @pytest.mark.slow
-def test_world_size_two_runs_ddp_ranks_with_a_sync_phase(plugin_dir, tmp_path):
-    out = tmp_path / "run"
-    args = [*QUICK, "--accumulate", "2", "--world-size", "2"]
-    done = sweep(
-        *args,
-        "--strategies",
-        "lazy,rank-one-fails",
-        "--plugin",
-        "zg_test_plugin",
-        "--out",
-        str(out),
-        plugin_dir=plugin_dir,
-    )
-    assert done.returncode == 1, done.stderr  # one case failed, on one rank: the sweep went on
-    rows = {r["strategy"]: r for r in rows_of(out)}
-    assert set(rows) == {"lazy", "rank-one-fails"}
-    failed = rows["rank-one-fails"]
-    assert failed["status"] == "failed" and "rank 1 gave up" in failed["error"]
-    for name in ("lazy",):
-        row = rows[name]
-        assert row["status"] == "ok" and row["world_size"] == 2
-        assert len(row["samples"]["sync"]) == 2 and row["allreduce_per_window"] >= 1
-        assert row["grad_check"]["ok"], row["grad_check"]
-
-
-@pytest.mark.slow
-def test_fsdp2_sweep_measures_both_flavours_paired_with_collectives(tmp_path):
-    out = tmp_path / "run"
-    args = [*QUICK, "--accumulate", "2", "--world-size", "2", "--parallel", "fsdp2"]
-    # a workload of the user's own (the protocol, benches/workloads/protocol.py) runs sharded too
-    args += ["--workload", "examples.workloads.convnet:workload"]
-    done = sweep(*args, "--strategies", "block", "--grad-sync", "every,last", "--out", str(out))
-    assert done.returncode == 0, done.stderr  # (refusals: tests/test_distributed.py)
-    rows = {(r["strategy"], r["grad_sync"]): r for r in rows_of(out)}
-    assert set(rows) == {("block", "every"), ("block", "last")}
-    for flavour in ("every", "last"):
-        row = rows[("block", flavour)]
-        assert row["status"] == "ok" and row["grad_check"]["ok"], row.get("error")
-        assert (row["parallel"], row["world_size"], row["mesh"]) == ("fsdp2", 2, "")
-        collectives = row["collectives_per_window"]
-        # K=2: a reduce-scatter per micro-batch and FSDP group for every, one for last
-        assert collectives["reduce_scatter_per_group"] == [2 if flavour == "every" else 1]
-        assert collectives["allreduce"] == 0  # 1-D mesh: no all-reduce across replicas
-        assert row["memory"]["held_bytes"] > 0  # block keeps this rank's gradient shards
-    paired = summaries.loop_ratio(Row.from_json(rows[("block", "last")]), "grad_sync")
-    assert paired.pairs == 2 and paired.against == "every" and paired.ratio > 0
-    assert rows[("block", "every")].get("grad_sync_vs_every") is None  # every: the reference
-    judged = json.loads((out / "verdicts.json").read_text())
-    assert [(g["strategy"], g["a"], g["b"]) for g in judged["grad_sync"]] == [
-        ("block", "last", "every")
-    ]
-    html = (out / "index.html").read_text()
-    assert 'id="grad-sync"' in html and "reduce-scatters" in html
-
-
-@pytest.mark.slow
-def test_ddp_with_one_rank_wraps_the_model_in_ddp(tmp_path):
-    out = tmp_path / "run"
-    done = sweep(
-        *QUICK,
-        "--accumulate",
-        "2",
-        "--parallel",
-        "ddp",
-        "--strategies",
-        "native",
-        "--out",
-        str(out),
-    )
-    assert done.returncode == 0, done.stderr
-    (row,) = rows_of(out)
-    assert row["status"] == "ok" and (row["parallel"], row["world_size"]) == ("ddp", 1)
-    assert row["allreduce_per_window"] >= 1 and row["grad_sync"] == "last"
-    assert "-ddp-last-" in row["case_id"]
-
-
-@pytest.mark.slow
 def test_recipe_options_and_settings_compared_are_recorded_and_judged(tmp_path):
     from benches.engine import training
     from reports.schema import verdict_records
@@ -565,21 +432,6 @@ def test_recipe_options_and_settings_compared_are_recorded_and_judged(tmp_path):
     (c,) = {(c["a"], c["b"]) for c in judged["comparisons"]}
     assert set(c) == {"native", "native:set_to_none=false"}
     assert judged["comparisons"][0]["case"]["precision"] == "bf16"
-
-
-def test_all_leaves_out_strategies_that_cannot_run_the_parallel_mode(tmp_path):
-    import strategies
-
-    def swept(*argv):
-        args = cli.build_parser().parse_args(["run", *argv, "--out", str(tmp_path / "x")])
-        return cli.resolve(args).strategies
-
-    assert swept() == strategies.available()
-    assert "main_grad" not in swept("--world-size", "2")  # DDP: main_grad refuses
-    fsdp2 = swept("--world-size", "2", "--parallel", "fsdp2")
-    assert not {"flat", "lazy", "main_grad"} & set(fsdp2) and "block" in fsdp2
-    # named, it still runs and fails its case with the reason (tested with DDP above)
-    assert swept("--strategies", "main_grad", "--world-size", "2") == ["main_grad"]
 
 
 def test_the_first_round_shares_a_process_per_group_and_checks_each_strategy_in_it(tmp_path):
