@@ -110,6 +110,37 @@ class Look:
     open: dict[tuple, set[str]]
     unclear: int
     entries: list
+    # the unclear comparisons themselves, and how many of them no round left could decide
+    comparisons: list = dataclasses.field(default_factory=list)
+    futile: int = 0
+
+    def decidable(self, added: int, min_effect: float) -> Look:
+        """This look without the comparisons that ``added`` more rounds could not decide
+        (``verdicts.decidable``: a futility stop): a strategy stays open only for a comparison
+        that more processes could still decide."""
+        from reports.judge import verdicts
+
+        keep = [c for c in self.comparisons if verdicts.decidable(c, added, min_effect)]
+        found = open_groups(keep)
+        futile = len(self.comparisons) - len(keep)
+        return Look(found, self.unclear, self.entries, keep, self.futile + futile)
+
+
+FUTILITY_RULE = (
+    "a comparison still unclear keeps its strategies open only while its conditional power "
+    "under its current estimate (Lan, Simon & Halperin 1982) is at least 10% for the rounds "
+    "left (the looks' schedule, or what the time to the deadline holds, the fewer): its SE "
+    "shrunk by sqrt(n / (n + rounds left)), the estimate clearing the margin (95%) or falling "
+    "inside it (90%)"
+)
+
+
+def open_groups(unclear: list) -> dict[tuple, set[str]]:
+    """Per group, the strategies of the ``unclear`` comparisons."""
+    found: dict[tuple, set[str]] = {}
+    for c in unclear:
+        found.setdefault(group_of_record(c.k, c.n, c.case), set()).update((c.a, c.b))
+    return found
 
 
 def look(sweep: Sweep, taken: int) -> Look:
@@ -124,10 +155,7 @@ def look(sweep: Sweep, taken: int) -> Look:
         entries, sweep.min_effect, sweep.looks, control, taken=taken, final=False
     )
     unclear = [c for c in judged.comparisons if c.timed and c.verdict == Verdict.UNCLEAR]
-    found: dict[tuple, set[str]] = {}
-    for c in unclear:
-        found.setdefault(group_of_record(c.k, c.n, c.case), set()).update((c.a, c.b))
-    return Look(found, len(unclear), entries)
+    return Look(open_groups(unclear), len(unclear), entries, unclear)
 
 
 def still_open(first: list[CaseSpec], found: Look) -> list[CaseSpec]:

@@ -25,6 +25,7 @@ from benches.engine.spec import CaseSpec
 from benches.sweep import zygote
 from benches.sweep.arguments import UsageError, case_settings, resolve
 from benches.sweep.budget import (
+    FUTILITY_RULE,
     PLAN_RULE,
     REPORT_LOOKS,
     REPORT_S,
@@ -417,6 +418,29 @@ class SweepRun:
                 g: plan_pairs(found.entries, g, sweep.repeat, sweep.plan_pairs) for g in found.open
             }
             pairs = {g: plan.pairs for g, plan in plans.items()}
+            left = self.rounds_left(still_open(first, found), next_round, pairs, deadline)
+            found = found.decidable(left, sweep.min_effect)
+            if not found.open:  # a futility stop: no round left could decide what is unclear
+                self.progress.console.print(
+                    f"look {self.taken + 1}: the {found.unclear} comparisons still unclear lie "
+                    f"too near the margin for the {left} rounds the budget has left to decide "
+                    "them: no more processes",
+                    soft_wrap=True,
+                )
+                self.plan.append(
+                    {
+                        "look": self.taken + 1,
+                        "unclear": found.unclear,
+                        "futile": found.futile,
+                        "rounds_left": left,
+                        "processes": 0,
+                        "rule": FUTILITY_RULE,
+                    }
+                )
+                self.save()
+                return
+            plans = {g: plans[g] for g in found.open}
+            pairs = {g: plan.pairs for g, plan in plans.items()}
             # each look doubles what the last added (1, 2, 4, ... rounds): few looks, many
             # processes
             rounds = range(next_round, next_round + 2 ** (self.taken - 1))
@@ -430,7 +454,8 @@ class SweepRun:
             self.progress.console.print(
                 escape(
                     f"look {self.taken + 1} of at most {sweep.looks}: {found.unclear} "
-                    f"comparisons still unclear in {len(found.open)} group(s), "
+                    f"comparisons still unclear ({found.futile} of them too near the margin to "
+                    f"decide in the {left} rounds left) in {len(found.open)} group(s), "
                     f"{len(strategies)} strategies open: {len(specs)} time-only processes "
                     f"(rounds {rounds[0]}-{rounds[-1]}), "
                     f"{'/'.join(str(p) for p in sorted(set(pairs.values())))} pairs each"
@@ -441,6 +466,8 @@ class SweepRun:
                 {
                     "look": self.taken + 1,
                     "unclear": found.unclear,
+                    "futile": found.futile,
+                    "rounds_left": left,
                     "strategies": strategies,
                     "processes": len(specs),
                     "rounds": [rounds[0], rounds[-1]],
@@ -458,6 +485,20 @@ class SweepRun:
             if self.interrupted or self.not_run:
                 return
             next_round += len(rounds)
+
+    def rounds_left(
+        self, here: list[CaseSpec], next_round: int, pairs: dict, deadline: float
+    ) -> int:
+        """How many more rounds the sweep could add to the strategies open in ``here``: what
+        its looks left would add (each twice the last) and what the time to the deadline holds
+        at the processes' expected cost (``budget.Spent``), the fewer; one at the least before
+        the deadline (a time-only process shortens itself to fit: ``Spent.least``)."""
+        scheduled = 2 ** (self.sweep.looks - 1) - 2 ** (self.taken - 1)
+        one = round_specs(here, next_round, self.sweep.rotate, pairs)
+        per_round = sum(self.spent.expected(spec) for spec in one) / max(1, self.place.capacity)
+        if per_round <= 0:
+            return scheduled
+        return max(1, min(scheduled, int((deadline - time.monotonic()) / per_round)))
 
     def save(self) -> dict:
         """run.json again, with the looks taken, each look's plan and the wall's figures

@@ -528,6 +528,22 @@ def equivalence_p(
     return max(below, above)
 
 
+def beyond_p(log: float | None, se: float | None, df: float | None, margin: float) -> float | None:
+    """The p-value of the t-test that a log ratio lies beyond +-``margin`` (H0: ``|log| <=
+    margin``): twice the one-sided p on its estimate's side, since either side would make the
+    claim, so below alpha it is the 1 - alpha interval clear of the margin, as ``decide``'s rule
+    asks of a CI (the mirror of ``equivalence_p``, whose claim needs both sides). A twin's true
+    ratio 1 lies a whole margin inside that null, so an A/A claims a difference far less often
+    than alpha while its interval is about as wide as the margin (where a t-test of ratio 1
+    claims one at alpha); only an interval many margins wide approaches alpha. None without a
+    test."""
+    if log is None or se is None or df is None or df <= 0:
+        return None
+    if se <= 0:
+        return 0.0 if abs(log) > margin else 1.0
+    return min(1.0, 2 * float(sps.t.sf((abs(log) - margin) / se, df)))
+
+
 def adjusted(pvalues: Sequence[float | None]) -> list[float | None]:
     """Benjamini-Hochberg adjusted p-values (scipy's ``false_discovery_control``) over a
     sweep's comparisons: calling those with q < ALPHA keeps the expected share of false calls

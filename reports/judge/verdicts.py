@@ -59,10 +59,11 @@ RULE = (
     "time: a Student-t interval of per-process figures (each side's own variance with 4+ "
     "processes, Welch df; else the group's pooled variance; each side never below what its "
     "own processes' pairs show); each comparison tests one claim, higher/lower where its "
-    "estimate lies beyond min_effect (a t-test of ratio 1), else same (two one-sided tests "
+    "estimate lies beyond min_effect (a one-sided t-test that it lies beyond 1 +- min_effect), "
+    "else same (two one-sided tests "
     "that it lies inside 1 +- min_effect); the claim holds where its Benjamini-Hochberg q over "
     "the sweep's time comparisons is below alpha, 0.05 spent over the looks the sweep took "
-    "(Lan-DeMets, Pocock type); otherwise unclear. memory: exact, beyond max(min_effect, "
+    "(Lan-DeMets, O'Brien-Fleming type); otherwise unclear. memory: exact, beyond max(min_effect, "
     "memory floor) of the larger is lower/higher, else same"
 )
 # where a sweep ran on more than one machine (machines.machine_of), RULE and NOISE_METHOD go on
@@ -130,15 +131,18 @@ def memory_figure(entry: Entry, key: str) -> float | None:
 
 
 def claim_p(c: Comparison, min_effect: float) -> float | None:
-    """The p-value of the one claim a time comparison could make: ``higher``/``lower`` (a t-test
-    of ratio 1) where its estimate lies beyond min_effect, else ``same`` (two one-sided tests
-    that it lies inside 1 +- min_effect, ``stats.equivalence_p``). Only one of the two nulls can
-    be true of a comparison, and only its own claim can be false, so each comparison is one
-    test of the sweep's family, and ``same`` is controlled as ``lower``/``higher`` are."""
+    """The p-value of the one claim a time comparison could make: ``higher``/``lower`` (a
+    one-sided t-test that it lies beyond 1 +- min_effect, ``stats.beyond_p``) where its estimate
+    lies beyond min_effect, else ``same`` (two one-sided tests that it lies inside 1 +-
+    min_effect, ``stats.equivalence_p``). Each claim's null ends at the margin, so each claim is
+    controlled as the other is; only one comparison's claim is tested, one test of the sweep's
+    family. (``c.p``, the t-test of ratio 1, is reported, not judged.)"""
     if c.log is None or c.ci_low is None:
         return None
-    c.p_same = stats.equivalence_p(c.log, c.se, c.df, math.log1p(min_effect))
-    return c.p if abs(c.log) > math.log1p(min_effect) else c.p_same
+    margin = math.log1p(min_effect)
+    c.p_same = stats.equivalence_p(c.log, c.se, c.df, margin)
+    c.p_beyond = stats.beyond_p(c.log, c.se, c.df, margin)
+    return c.p_beyond if abs(c.log) > margin else c.p_same
 
 
 def judge(c: Comparison, min_effect: float, alpha: float = stats.ALPHA) -> Verdict:
@@ -151,6 +155,38 @@ def judge(c: Comparison, min_effect: float, alpha: float = stats.ALPHA) -> Verdi
     if abs(c.log) > math.log1p(min_effect):
         return Verdict.HIGHER if c.log > 0 else Verdict.LOWER
     return Verdict.SAME
+
+
+# a comparison whose conditional power is below this is not worth another round (a futility stop)
+LEAST_POWER = 0.1
+
+
+def decidable(c: Comparison, added: int, min_effect: float) -> bool:
+    """Whether a time comparison still ``unclear`` could yet be decided by ``added`` more
+    processes on each side (the rounds its sweep has left): its conditional power under its
+    current estimate (Lan, Simon & Halperin 1982, stochastic curtailment) is at least
+    ``LEAST_POWER``. Those processes would shrink its SE by sqrt(n / (n + added)) (n: its fewer
+    side's processes) to ``final``, while its estimate moves by a normal of SD sqrt(se^2 -
+    final^2); the power is the chance that the estimate then clears the margin by 1.96 final
+    (``lower``/``higher``) or lies inside it by 1.645 final (``same``), with no adjustment over
+    the sweep or its looks (optimistic). One it calls undecidable keeps no strategy in the
+    rotation (a futility stop, never binding: it leaves a claim untested, so no error rate
+    grows); one without an interval yet is decidable while rounds are left, none without."""
+    if added <= 0:
+        return False  # nothing more is measured: it stays as it is
+    if c.log is None or c.se is None or not c.processes:
+        return True
+    n = min(c.processes)
+    final = c.se * math.sqrt(n / (n + max(0, added)))
+    move = math.sqrt(max(0.0, c.se**2 - final**2))
+    beyond = abs(c.log) - math.log1p(min_effect)  # > 0: beyond the margin, < 0: inside
+
+    def power(room: float, z: float) -> float:
+        if move == 0:
+            return float(room > z * final)
+        return float(stats.sps.norm.cdf((room - z * final) / move))
+
+    return power(beyond, 1.96) + power(-beyond, 1.645) >= LEAST_POWER
 
 
 def decide_time(
@@ -340,7 +376,8 @@ def verdicts(
         error_control=ErrorControl(
             method="Benjamini-Hochberg false discovery rate (scipy.stats."
             "false_discovery_control) over the claim of every time comparison of the sweep "
-            "(higher/lower: a t-test of ratio 1; same: two one-sided tests)",
+            "(higher/lower: a one-sided t-test that the ratio lies beyond 1 +- min_effect; same: "
+            "two one-sided tests that it lies inside)",
             alpha=stats.ALPHA,
             looks=looks,
             alpha_per_look=alpha,

@@ -99,7 +99,8 @@ class Comparison(Struct, forbid_unknown_fields=True):
     confidence: float | None = None
     method: str | None = None  # how the interval (or the exact figure) was made
     # a time comparison's test: the log estimate, its standard error and df, p (t-test of
-    # ratio 1), the 90% interval (same: two one-sided tests) and each side's processes
+    # ratio 1: reported, not judged), the 90% interval (same: two one-sided tests) and each
+    # side's processes
     log: float | None = None
     se: float | None = None
     df: float | None = None
@@ -114,12 +115,15 @@ class Comparison(Struct, forbid_unknown_fields=True):
     # (None: one); unpaired, its interval carries the variance between machines too
     machines: int | None = None
     noisy: bool = False  # a side ran under CPU pressure (noise.case_noise)
-    # time: its claim's p (p where the estimate is beyond min_effect, else p_same) adjusted
-    # over the sweep (Benjamini-Hochberg: verdicts.claim_p)
+    # time: its claim's p (p_beyond where the estimate is beyond min_effect, else p_same)
+    # adjusted over the sweep (Benjamini-Hochberg: verdicts.claim_p)
     q: float | None = None
     # time: the p of two one-sided tests that the ratio lies inside 1 +- min_effect
     # (stats.equivalence_p); absent in files older than that rule
     p_same: float | None = None
+    # time: the p of the one-sided test that the ratio lies beyond 1 +- min_effect on its
+    # estimate's side (stats.beyond_p); absent in files older than that rule
+    p_beyond: float | None = None
 
     @property
     def timed(self) -> bool:
