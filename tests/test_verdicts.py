@@ -149,7 +149,7 @@ def test_a_groups_noise_is_the_pooled_variance_of_process_figures_with_its_df():
     assert (spread.df, spread.processes, spread.strategies) == (1, 3, 2)
     assert spread.pooled_from == [] and spread.measured
     half = stats.t_quantile(0.975, 1) * math.sqrt(spread.variance * 2 / 1.5)
-    assert spread.resolution == pytest.approx(math.expm1(half))
+    assert spread.resolution == pytest.approx(math.expm1(math.log1p(0.02) + half))
 
 
 def test_without_a_second_process_the_noise_is_unknown_and_time_is_never_decided():

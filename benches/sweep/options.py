@@ -11,7 +11,7 @@ from benches.sweep.outdir import UsageError
 from reports.judge.verdicts import DEFAULT_MIN_EFFECT
 from reports.schema.settings import SETTINGS
 
-DEFAULT_BUDGET = 900.0  # seconds: the default sweep on a 2-core CPU within 15 min
+DEFAULT_BUDGET = 600.0  # seconds: the default sweep on a 2-core CPU within 10 min, report included
 DEFAULT_ACCUMULATE = "1,4"
 DEFAULT_LIVE_TENSORS = "0,100000"
 # --quick: defaults only (a flag given explicitly wins): the answer's K and N, every strategy,

@@ -52,9 +52,9 @@ def print_summary(
         for f in floors
     )
     console.print(
-        f"verdicts: higher/lower when significant over the sweep's "
-        f"{judged.error_control.comparisons} time comparisons (Benjamini-Hochberg) and "
-        f"beyond min-effect {judged.min_effect:.0%}; resolution (the smallest difference "
+        f"verdicts: higher/lower when significantly beyond min-effect "
+        f"{judged.min_effect:.0%} over the sweep's {judged.error_control.comparisons} time "
+        f"comparisons (Benjamini-Hochberg); resolution (the smallest difference "
         f"this sweep tells apart) {resolution or '-'}"
     )
     if report.noisy:

@@ -36,9 +36,9 @@ NOISE_METHOD = (
     "(df = processes - strategies; between_sd); a comparison floors each side at what its own "
     "processes' pairs show (Yuen's standard error of a trimmed mean, averaged over that side's "
     "processes; within_sd: the group's average, which floors sd); a group without df borrows "
-    "from the groups with the same settings at other K and N (pooled_from). resolution: the "
-    "half-width of the 95% interval of two strategies at the group's processes per strategy, "
-    "never below min_effect"
+    "from the groups with the same settings at other K and N (pooled_from). resolution: "
+    "min_effect plus the half-width of the 95% interval of two strategies at the group's "
+    "processes per strategy (the difference called about half the time)"
 )
 
 MACHINE_METHOD = (
@@ -235,7 +235,7 @@ def across_resolution(
         return None
     two = {"log": 0.0, "se": math.sqrt(variance * 2 / processes), "df": df, "method": ""}
     wide = stats.widened(two, between.variance * 2 / count, between.df, MACHINE_LEVEL)
-    return math.expm1(max(math.log1p(min_effect), math.log(wide["ci_high"])))
+    return math.expm1(math.log1p(min_effect) + math.log(wide["ci_high"]))
 
 
 def memory_floors(entries: list[Entry]) -> dict[str, float]:
@@ -268,8 +268,8 @@ def paired_resolution(
     spreads: dict[tuple, GroupNoise], comparisons: list[Comparison], min_effect: float
 ) -> None:
     """A group whose strategies shared processes (paired comparisons) can tell apart less than
-    its unpaired figure says: its resolution becomes the median half-width of its paired
-    comparisons' 95% intervals, never below min_effect (in ``spreads``)."""
+    its unpaired figure says: its resolution becomes min_effect plus the median half-width of
+    its paired comparisons' 95% intervals (in ``spreads``)."""
     halves: dict[tuple, list[float]] = defaultdict(list)
     for c in comparisons:
         if c.timed and c.paired and c.ci_high is not None and c.log is not None:
@@ -277,7 +277,7 @@ def paired_resolution(
     for key, spread in spreads.items():
         here = halves.get((spread.k, spread.n, repr(sorted(spread.case.items()))))
         if here:
-            half = max(math.log1p(min_effect), statistics.median(here))
+            half = math.log1p(min_effect) + statistics.median(here)
             spreads[key] = structs.replace(
                 spread,
                 resolution=math.expm1(half),

@@ -561,9 +561,10 @@ def resolution(
     variance: float | None, df: int, processes: float, min_effect: float
 ) -> float | None:
     """The smallest difference a comparison of two strategies with ``processes`` processes
-    each could call (a fraction): the half-width of its 95% interval, never below min_effect
-    (a true difference this large is called about half the time); None without a variance."""
+    each could call (a fraction): min_effect plus the half-width of its 95% interval, since
+    ``lower``/``higher`` need the interval clear of the margin (a true difference this large
+    is called about half the time); None without a variance."""
     if variance is None or df <= 0 or processes <= 0:
         return None
     half = float(sps.t.ppf(1 - ALPHA / 2, df)) * math.sqrt(variance * 2 / processes)
-    return math.expm1(max(math.log1p(min_effect), half))
+    return math.expm1(math.log1p(min_effect) + half)
