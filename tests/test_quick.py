@@ -16,7 +16,7 @@ def resolved(tmp_path: Path, *argv: str):
 
 def test_quick_changes_defaults_only(tmp_path):
     full = resolved(tmp_path / "full")
-    assert (full.accumulate, full.live_tensors, full.budget) == ([1, 4], [0, 100_000], 900.0)
+    assert (full.accumulate, full.live_tensors, full.budget) == ([1, 4], [0, 100_000], 600.0)
     quick = resolved(tmp_path / "quick", "--quick")
     assert (quick.accumulate, quick.live_tensors, quick.budget) == ([1], [0], 150.0)
     assert quick.quick and not full.quick

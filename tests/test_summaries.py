@@ -47,6 +47,10 @@ def test_the_engines_summaries_are_derived_again_from_the_samples_alone(sample):
     for data, row in zip(raw, typed, strict=True):
         if not row.ok:
             continue
+        if row.overhead is None:  # written by today's engine: its summaries are derived only
+            assert not row.phases and summaries.phases(row) and summaries.overhead(row)
+            checked += 1
+            continue
         again = stripped(data)
         assert again.overhead is None and not again.phases
         assert builtins(summaries.phases(again)) == builtins(row.phases), row.case_id
