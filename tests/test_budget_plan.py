@@ -85,3 +85,23 @@ def test_a_strategy_stays_open_only_for_a_comparison_more_rounds_could_decide():
     assert list(narrowed.open.values()) == [{"block", "native"}]
     assert narrowed.futile == 1 and narrowed.unclear == 2
     assert found.decidable(0, 0.02).open == {} and found.decidable(0, 0.02).futile == 2
+
+
+def test_a_process_stops_its_planned_pairs_at_its_deadline_and_never_its_repeat():
+    """``case.past_deadline``: a time-only process, and a checked one whose sweep planned pairs
+    beyond ``--repeat`` (the first round's n*), stop adding pairs once the next would end past
+    the deadline; never before ``--repeat`` pairs, and a checked one of ``--repeat`` never."""
+    import dataclasses
+    import time
+
+    from benches.engine.case import past_deadline
+
+    base = CaseSpec(strategy="global", accumulate=4, live_tensors=0, preset="tiny", device="cpu")
+    soon = time.time() + 1.0  # the next pair (2 x 1 s) ends past it
+    planned = dataclasses.replace(base, repeat=8, pairs=49, deadline=soon)
+    assert past_deadline(planned, [1.0] * 8, [1.0] * 8)
+    assert not past_deadline(planned, [1.0] * 7, [1.0] * 7)  # --repeat first
+    assert not past_deadline(dataclasses.replace(planned, pairs=0), [1.0] * 8, [1.0] * 8)
+    time_only = dataclasses.replace(base, repeat=8, time_only=True, deadline=soon)
+    assert past_deadline(time_only, [1.0] * 8, [1.0] * 8)
+    assert not past_deadline(dataclasses.replace(planned, deadline=soon + 60), [1.0] * 8, [1.0] * 8)
