@@ -29,6 +29,7 @@ from benches.sweep.budget import (
     PLAN_RULE,
     REPORT_LOOKS,
     REPORT_S,
+    Look,
     PairsPlan,
     Spent,
     look,
@@ -428,14 +429,7 @@ class SweepRun:
                     soft_wrap=True,
                 )
                 self.plan.append(
-                    {
-                        "look": self.taken + 1,
-                        "unclear": found.unclear,
-                        "futile": found.futile,
-                        "rounds_left": left,
-                        "processes": 0,
-                        "rule": FUTILITY_RULE,
-                    }
+                    {**self.looked(found, left), "processes": 0, "rule": FUTILITY_RULE}
                 )
                 self.save()
                 return
@@ -464,10 +458,7 @@ class SweepRun:
             )
             self.plan.append(
                 {
-                    "look": self.taken + 1,
-                    "unclear": found.unclear,
-                    "futile": found.futile,
-                    "rounds_left": left,
+                    **self.looked(found, left),
                     "strategies": strategies,
                     "processes": len(specs),
                     "rounds": [rounds[0], rounds[-1]],
@@ -485,6 +476,16 @@ class SweepRun:
             if self.interrupted or self.not_run:
                 return
             next_round += len(rounds)
+
+    def looked(self, found: Look, left: int) -> dict:
+        """What run.json's plan records of the look about to be taken, whatever it does next:
+        what it found unclear, how much of it no round left could decide, and the rounds left."""
+        return {
+            "look": self.taken + 1,
+            "unclear": found.unclear,
+            "futile": found.futile,
+            "rounds_left": left,
+        }
 
     def rounds_left(
         self, here: list[CaseSpec], next_round: int, pairs: dict, deadline: float
