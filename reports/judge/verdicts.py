@@ -59,7 +59,8 @@ RULE = (
     "time: a Student-t interval of per-process figures (each side's own variance with 4+ "
     "processes, Welch df; else the group's pooled variance; each side never below what its "
     "own processes' pairs show); each comparison tests one claim, higher/lower where its "
-    "estimate lies beyond min_effect (a one-sided t-test that it lies beyond 1 +- min_effect), "
+    "estimate lies beyond min_effect (a t-test that it lies beyond 1 +- min_effect: the 95% "
+    "interval clear of it), "
     "else same (two one-sided tests "
     "that it lies inside 1 +- min_effect); the claim holds where its Benjamini-Hochberg q over "
     "the sweep's time comparisons is below alpha, 0.05 spent over the looks the sweep took "
@@ -132,7 +133,7 @@ def memory_figure(entry: Entry, key: str) -> float | None:
 
 def claim_p(c: Comparison, min_effect: float) -> float | None:
     """The p-value of the one claim a time comparison could make: ``higher``/``lower`` (a
-    one-sided t-test that it lies beyond 1 +- min_effect, ``stats.beyond_p``) where its estimate
+    t-test that it lies beyond 1 +- min_effect, ``stats.beyond_p``) where its estimate
     lies beyond min_effect, else ``same`` (two one-sided tests that it lies inside 1 +-
     min_effect, ``stats.equivalence_p``). Each claim's null ends at the margin, so each claim is
     controlled as the other is; only one comparison's claim is tested, one test of the sweep's
@@ -177,7 +178,7 @@ def decidable(c: Comparison, added: int, min_effect: float) -> bool:
     if c.log is None or c.se is None or not c.processes:
         return True
     n = min(c.processes)
-    final = c.se * math.sqrt(n / (n + max(0, added)))
+    final = c.se * math.sqrt(n / (n + added))
     move = math.sqrt(max(0.0, c.se**2 - final**2))
     beyond = abs(c.log) - math.log1p(min_effect)  # > 0: beyond the margin, < 0: inside
 
@@ -376,7 +377,7 @@ def verdicts(
         error_control=ErrorControl(
             method="Benjamini-Hochberg false discovery rate (scipy.stats."
             "false_discovery_control) over the claim of every time comparison of the sweep "
-            "(higher/lower: a one-sided t-test that the ratio lies beyond 1 +- min_effect; same: "
+            "(higher/lower: a t-test that the ratio lies beyond 1 +- min_effect; same: "
             "two one-sided tests that it lies inside)",
             alpha=stats.ALPHA,
             looks=looks,
