@@ -1,7 +1,7 @@
 """The budget's plan: which groups still have an ``unclear`` comparison on time, the
 time-only processes of an added round (a group's strategies rotated in one process,
 ``engine.rotation``), and how long each kind of process is expected to take. The sweep
-(``cli.SweepRun.spend_budget``) runs them."""
+(``run.SweepRun.spend_budget``) runs them."""
 
 from __future__ import annotations
 
