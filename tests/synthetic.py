@@ -21,6 +21,7 @@ import numpy as np
 from benches.engine.spec import CaseSpec
 from reports.judge.rows import SCHEMA_VERSION, read
 from reports.schema.records import Entry, Row
+from reports.schema.row_parts import Summary
 from reports.schema.settings import ENTRY_IDENTITY
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -201,6 +202,43 @@ def entry(strategy: str, rows: list[dict], k: int = 1, n: int = 0, **settings) -
             for r in rows
         ],
     )
+
+
+def window_row(
+    strategy: str, k: int, ratio: float, split: float = 0.01, pressure: float = 0.0, rnd: int = 0
+) -> dict:
+    """A process's row of ``strategy`` at K ``k`` in round ``rnd``: 8 pairs whose windows are
+    ``ratio`` x the plain loop's, exact memory figures (the verdict rules' tests)."""
+    case_id = f"{strategy}-k{k}-n0-tiny-cpu-r{rnd}"  # as the engine writes it: one per process
+    return {
+        "run_id": "testrun",
+        "case_id": case_id,
+        "process_id": case_id,
+        "strategy": strategy,
+        "accumulate": k,
+        "live_tensors": 0,
+        "round": rnd,
+        "overhead": {"ratio": ratio, "split_half": split},
+        "cpu_pressure": {"median": pressure},
+        "samples": {"window": [ratio] * 8, "plain_window": [1.0] * 8},
+        "memory": {"held_bytes": 10, "peak_bytes": 100},
+    }
+
+
+def window_entry(rows: list[dict]) -> Entry:
+    """The pooled case of ``window_row``-shaped ``rows`` (one strategy, one K), its window phase
+    summarised."""
+    first = rows[0]
+    case = entry(first["strategy"], rows, k=first["accumulate"])
+    case.phases = {"window": Summary()}
+    return case
+
+
+def pairs_row(strategy: str, rnd: int, logs) -> dict:
+    """A process of ``strategy`` whose pairs' log ratios are ``logs`` (its plain windows 10 ms)."""
+    plain = np.full(len(logs), 0.01)
+    return {**window_row(strategy, 1, 1.0, rnd=rnd), "samples": {
+        "window": (plain * np.exp(logs)).tolist(), "plain_window": plain.tolist()}}  # fmt: skip
 
 
 def as_row(row: dict, **identity) -> Row:
