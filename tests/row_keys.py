@@ -129,8 +129,11 @@ def swept(directory: Path) -> dict[str, list[dict[str, Any]]]:
 
 def kind_of(kind: str, row: dict[str, Any]) -> str:
     """The kind whose keys ``row`` of a sweep's ``kind`` must have: a shared process's row whose
-    loops ran alone (it grew: ``growth_scope`` "alone") those of ``shared-alone``."""
+    loops ran alone (it grew: ``growth_scope`` "alone") those of ``shared-alone``; a control's
+    extra process that the control's group shares (``plan.extra``) those of ``rotated``."""
     alone = (row.get("memory") or {}).get("growth_scope") == "alone"
+    if kind == "control" and row["process_id"] != row["case_id"]:
+        return "rotated"
     return "shared-alone" if kind == "shared" and alone else kind
 
 

@@ -3,12 +3,14 @@ from measured costs and variances, and only the strategies still open get proces
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import time
 
 import numpy as np
 
 from benches.engine.spec import PAIRS_FACTOR, CaseSpec
-from benches.sweep import budget
+from benches.sweep import budget, run
 from reports.judge import stats
 from reports.judge.noise import process_figures
 from reports.judge.rows import pooled
@@ -105,3 +107,27 @@ def test_a_process_stops_its_planned_pairs_at_its_deadline_and_never_its_repeat(
     time_only = dataclasses.replace(base, repeat=8, time_only=True, deadline=soon)
     assert past_deadline(time_only, [1.0] * 8, [1.0] * 8)
     assert not past_deadline(dataclasses.replace(planned, deadline=soon + 60), [1.0] * 8, [1.0] * 8)
+
+
+def test_the_first_rounds_processes_share_what_is_left_the_controls_extra_ones_too():
+    """A first-round process ends at its fair share of the time left (the first round's
+    processes still to start, itself included), the control's extra ones as the checked ones:
+    a control's extra process that its group shares is a whole rotation, as dear as the
+    checked one's timing. An added round's process runs to the deadline."""
+    checked = CaseSpec(
+        strategy="native",
+        preset="tiny",
+        device="cpu",
+        accumulate=1,
+        live_tensors=0,
+        rotation=["native", "lazy"],
+    )
+    control = dataclasses.replace(checked, round=1, control=True, time_only=True)
+    added = dataclasses.replace(checked, round=3, time_only=True)
+    assert [run.first_round(s) for s in (checked, control, added)] == [True, True, False]
+    deadline = time.monotonic() + 400.0
+    queue = [dataclasses.replace(control, round=2), added]  # still to start after ``spec``
+    for spec in (checked, control):
+        share = run.SweepRun.ends(None, spec, deadline, queue) - time.time()
+        assert 400.0 / 2 - 5 < share <= 400.0 / 2
+    assert run.SweepRun.ends(None, added, deadline, queue) - time.time() > 395.0

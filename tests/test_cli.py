@@ -146,16 +146,26 @@ def test_one_round_adds_control_processes_at_every_k_and_n(tmp_path):
     assert len(groups) == 4
     for k, n in groups:
         here = [s for s in specs if (s.accumulate, s.live_tensors) == (k, n)]
+        # the control shares a process with block and lazy: its extra processes are that
+        # process's, time-only, so each of the three has the control's count of processes
         controls = [s for s in here if s.control]
-        assert [s.strategy for s in controls] == ["native"] * (cli.CONTROL_PROCESSES - 1)
-        measured = [m for s in here for m in s.members()]  # the first round's shared process
-        assert sorted(s.round for s in measured if s.strategy == "native") == list(
-            range(cli.CONTROL_PROCESSES)
+        assert [sorted(s.rotation) for s in controls] == [["block", "lazy", "native"]] * (
+            cli.CONTROL_PROCESSES - 1
         )
+        assert all(s.time_only and s.round > 0 for s in controls)
+        measured = [m for s in here for m in s.members()]
+        for strategy in ("block", "native", "lazy"):
+            rounds = sorted(s.round for s in measured if s.strategy == strategy)
+            assert rounds == list(range(cli.CONTROL_PROCESSES))
         assert len({s.case_id for s in here}) == len(here)  # every process its own files
         # the plain loop's timeline is the same in every case: one case records it
         (first,) = [s for s in here if s.plain_timeline]
         assert not first.control and first.round == 0
+    # each strategy in a process of its own: the control's extra processes are its own
+    alone = cli.resolve(cli.build_parser().parse_args([*argv, "--no-rotate"]))
+    controls = [s for s in cli.cases(alone, "id", {}) if s.control]
+    assert len(controls) == 4 * (cli.CONTROL_PROCESSES - 1)
+    assert {(s.strategy, tuple(s.rotation)) for s in controls} == {("native", ())}
 
 
 @pytest.fixture(scope="module")

@@ -26,15 +26,16 @@ def test_real_sweep_rows_and_verdicts(real_sweep):
     rows = rows_of(real_sweep)
     assert {r["schema_version"] for r in rows} == {SCHEMA_VERSION}
     assert {r["status"] for r in rows} == {"ok"}, [r["error"] for r in rows if r["error"]]
-    assert len(rows) == 2 * (len(SWEEP_STRATEGIES) + 2)
+    # the control (native) shares a process with lazy: its two extra processes are that one's
+    assert len(rows) == 2 * (len(SWEEP_STRATEGIES) + 2 * 2)
     controls = [r for r in rows if r["control"]]
-    assert len(controls) == 2 * 2 and {r["strategy"] for r in controls} == {"native"}
+    assert len(controls) == 2 * 2 * 2 and {r["strategy"] for r in controls} == {"native", "lazy"}
     for row in rows:
-        # a process of its own runs --repeat pairs; one its group's strategies share (the first
-        # round's native and lazy, global never) whole turns of its rotation
+        # a process of its own runs --repeat pairs; one its group's strategies share (native
+        # and lazy, global never) whole turns of its rotation
         shared = row["process_id"] != row["case_id"]
         pairs = rotation.timed_rounds(6, 3) if shared else 6
-        assert shared == (row["strategy"] != "global" and not row["control"])
+        assert shared == (row["strategy"] != "global")
         assert len(row["samples"]["window"]) == len(row["samples"]["plain_window"]) == pairs
         if row["control"]:  # the control's extra processes only time (issue 49)
             assert row["time_only"] and row["memory"].get("held_bytes") is None

@@ -4,6 +4,7 @@ is spelled and identified as a sweep's."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from typing import Any
 
@@ -20,9 +21,10 @@ def cases(sweep: Sweep, run_id: str, git: dict[str, Any]) -> list[CaseSpec]:
     to round.
 
     With one round, the control strategy runs in ``sweep.controls`` processes at every (K, N)
-    (rounds 1, 2, ... marked ``control``, time-only): the spread between its processes is the
-    between-process noise, measured at every (K, N) of every sweep; the checks run once per
-    case, in its first process.
+    (rounds 1, 2, ... marked ``control``, time-only; where it shares a process, that whole
+    process: ``processes``): the spread between its processes is the between-process noise,
+    measured at every (K, N) of every sweep; the checks run once per case, in its first
+    process.
     """
     # the swept settings but the strategy: the sweep holds each one's values under its name
     axes = [name for name in SWEPT if name != "strategy"]
@@ -79,14 +81,27 @@ def cases(sweep: Sweep, run_id: str, git: dict[str, Any]) -> list[CaseSpec]:
 def processes(group: list[CaseSpec], rotate: bool) -> list[CaseSpec]:
     """A group's cases of one round as processes: those that can share one as one process in
     the place of the first of them (``budget.share_processes``), the control's extra processes
-    where they were."""
+    where they were. Where the control shares a process, each of its extra processes is that
+    process again, time-only (``extra``): every strategy of it then has the control's count of
+    processes from the first round on, at about the cost of the control's alone."""
     shared = iter(share_processes([c for c in group if not c.control], rotate))
-    out, absorbed = [], set()
+    out, absorbed, rotated = [], set(), {}
     for c in group:
         if c.control:
             out.append(c)
         elif c.label not in absorbed:  # alone, or the first of those sharing a process
             process = next(shared)
             absorbed.update(process.rotation)
+            rotated.update(dict.fromkeys(process.rotation, process))
             out.append(process)
-    return out
+    return [extra(c, rotated.get(c.label)) if c.control else c for c in out]
+
+
+def extra(control: CaseSpec, process: CaseSpec | None) -> CaseSpec:
+    """The control's extra process ``control``; where the control shares ``process``, that
+    process in its round, time-only and marked ``control`` as the control's would be."""
+    if process is None:
+        return control
+    return dataclasses.replace(
+        process, round=control.round, control=True, time_only=True, plain_timeline=False
+    )

@@ -60,6 +60,12 @@ def write_whole(path: Path, text: str) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def first_round(spec: CaseSpec) -> bool:
+    """Whether ``spec`` is a process of the first round: a checked one or the control's extra
+    one (time-only either way); an added round's are neither."""
+    return not spec.time_only or spec.control
+
+
 class SweepRun:
     """One sweep in progress: its run id and git state, where its processes run (``place``),
     its progress bar, its failures, whether it was interrupted, what its processes cost
@@ -193,12 +199,15 @@ class SweepRun:
 
     def ends(self, spec: CaseSpec, deadline: float, queue: list[CaseSpec]) -> float:
         """When ``spec``'s process must end (``time.time``): a first-round process (its checks
-        are every later look's footing) its fair share of what is left, the left time over
-        the first-round processes still to start, itself included, so that one process with
-        many strategies does not spend what the others need; an added one the deadline."""
+        are every later look's footing; the control's extra processes too) its fair share of
+        what is left, the left time over the first-round processes still to start, itself
+        included, so that one process with many strategies does not spend what the others
+        need; an added one the deadline. (A control's extra process that its group shares
+        timed 10 rounds of seven loops, 196 s of a 420 s budget, on the deadline, and left
+        `global`'s first process out.)"""
         left = deadline - time.monotonic()
-        if not spec.time_only:
-            left /= 1 + sum(1 for c in queue if not c.time_only or c.control)
+        if first_round(spec):
+            left /= 1 + sum(1 for c in queue if first_round(c))
         return time.time() + left
 
     def record(self, spec: CaseSpec, rows: list[dict]) -> None:
