@@ -262,7 +262,7 @@ def run_real_sweep(out: Path) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="session")
 def real_sweep(tmp_path_factory) -> Path:
     """The session's real tiny sweep, for every test that only reads one (every case a fresh
-    process, native in two more processes at every K and N as the control), with real
+    process, native's shared process in two more at every K and N as the control's), with real
     pytest-benchmark output beside it."""
     out = tmp_path_factory.mktemp("sweep")
     done = run_real_sweep(out)

@@ -4,6 +4,7 @@ tests/conftest.py's ``real_sweep`` and ``recipe_sweep``)."""
 from __future__ import annotations
 
 import json
+import types
 
 import pytest
 from conftest import SWEEP_PAIRS, SWEEP_STRATEGIES
@@ -14,8 +15,9 @@ from synthetic import (
 )
 
 from benches.engine import rotation
+from benches.sweep import budget
 from reports.judge import decision, noise, verdicts
-from reports.judge.rows import SCHEMA_VERSION
+from reports.judge.rows import SCHEMA_VERSION, pooled, read
 from reports.page import analysis
 from reports.regressions import compare
 from reports.schema import records, verdict_records
@@ -136,3 +138,19 @@ def test_recipe_sweep_shows_every_precision_and_the_settings_compared(recipe_swe
     # the terminal summary's table of the same comparisons
     assert "settings compared (--compare-settings precision=bf16-autocast" in stdout
     assert stdout.count("bf16 vs bf16-autocast") == stdout.count("fp32 vs bf16-autocast") == 2
+
+
+def test_a_look_judges_what_the_report_would_without_the_headline_bootstrap(real_sweep):
+    """A look (``budget.look``) pools the rows without each case's headline ratio (its bootstrap
+    was 85% of a look): at every look its verdicts are those of fully summarised entries."""
+    sweep = types.SimpleNamespace(out=real_sweep, min_effect=0.02, looks=6, control="native")
+    summarised = list(pooled(read(real_sweep)).values())
+    for taken in (1, 2, 5):
+        found = budget.look(sweep, taken)
+        judged = verdicts.verdicts(summarised, 0.02, 6, "native", taken=taken, final=False)
+        assert [(c.a, c.b, c.k, c.n, c.log, c.se, c.q, c.verdict) for c in found.comparisons] == [
+            (c.a, c.b, c.k, c.n, c.log, c.se, c.q, c.verdict)
+            for c in judged.comparisons
+            if c.timed and c.verdict == "unclear"
+        ]
+        assert all(e.overhead.ratio is None for e in found.entries if e.rows)
