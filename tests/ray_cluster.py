@@ -380,9 +380,11 @@ def cluster_lost(out: Path) -> dict[str, Any]:
     """The whole cluster gone mid-sweep: every finished row kept, a report, exit 1."""
     cluster, _ = start(out)
     run = out / "run"
+    # rounds enough that the sweep is still running when the cluster is gone: with 3 (6
+    # processes, 2 at once) it once finished them all while the cluster stopped, and exited 0
     proc = sweep(
         run, cluster.address, "--strategies", "native,lazy,global", "--control", "none",
-        "--rounds", "3", "--repeat", "30", wait=False,
+        "--rounds", "10", "--repeat", "30", wait=False,
     )  # fmt: skip
     wait_for(lambda: rows(run), timeout=200)
     stop(cluster)
