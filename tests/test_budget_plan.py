@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+import types
 
 import numpy as np
 
@@ -127,7 +128,10 @@ def test_the_first_rounds_processes_share_what_is_left_the_controls_extra_ones_t
     assert [run.first_round(s) for s in (checked, control, added)] == [True, True, False]
     deadline = time.monotonic() + 400.0
     queue = [dataclasses.replace(control, round=2), added]  # still to start after ``spec``
+    one, two = (types.SimpleNamespace(place=types.SimpleNamespace(capacity=c)) for c in (1, 2))
     for spec in (checked, control):
-        share = run.SweepRun.ends(None, spec, deadline, queue) - time.time()
+        share = run.SweepRun.ends(one, spec, deadline, queue) - time.time()
         assert 400.0 / 2 - 5 < share <= 400.0 / 2
-    assert run.SweepRun.ends(None, added, deadline, queue) - time.time() > 395.0
+        # a place that runs two at once runs both first-round processes in one wave
+        assert run.SweepRun.ends(two, spec, deadline, queue) - time.time() > 395.0
+    assert run.SweepRun.ends(one, added, deadline, queue) - time.time() > 395.0

@@ -5,6 +5,7 @@ driver spreads processes over nodes. The tests with a real Ray cluster: tests/te
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import os
 import shutil
@@ -16,7 +17,7 @@ import pytest
 
 from benches.engine.spec import CaseSpec
 from benches.sweep import arguments, cli
-from benches.sweep.cluster import address, task
+from benches.sweep.cluster import address, place, task
 from benches.sweep.cluster.place import Flight, RayPlace
 from benches.sweep.cluster.resources import check_pinning, demand, slots
 from benches.sweep.outdir import UsageError
@@ -147,6 +148,24 @@ def spec(name: str, r: int = 0) -> CaseSpec:
     return CaseSpec(
         strategy=name, round=r, accumulate=1, live_tensors=0, preset="tiny", device="cpu"
     )
+
+
+def test_the_controls_extra_processes_of_a_shared_process_are_balanced_as_the_controls():
+    """Where the control shares a process, its extra processes are that process
+    (``plan.extra``): they count, and wait, as the control's, whichever strategy leads them."""
+    d = Dispatcher([node("a"), node("b"), node("c")], sweep_of(control="native"))
+    for r in range(1, 7):
+        shared = dataclasses.replace(
+            spec("block", r), rotation=["block", "native", "lazy"], control=True, time_only=True
+        )
+        assert place.balanced_as(shared, "native") == "native"
+        d.submit(shared)
+        m = d.sent[-1]
+        d.finish(m["key"], {"op": "done", "result": {"rows": []}})
+    assert Counter(m["node"] for m in d.sent) == {"a": 2, "b": 2, "c": 2}
+    assert {n: d.ran["native", n] for n in "abc"} == {"a": 2, "b": 2, "c": 2}
+    checked = dataclasses.replace(spec("block"), rotation=["block", "native", "lazy"])
+    assert place.balanced_as(checked, "native") == "block,native,lazy"
 
 
 def test_processes_spread_evenly_over_nodes_by_a_seeded_choice():

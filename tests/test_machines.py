@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 import pytest
-from synthetic import by_id, standard_rows, write_run
+from synthetic import by_id, standard_rows, window_entry, window_row, write_run
 from synthetic import entry as entry_of
 
 from reports.judge import machines, noise, verdicts
@@ -361,3 +361,14 @@ def test_a_groups_resolution_across_machines_carries_their_spread_or_is_none():
     one = verdicts.stats.resolution(three.variance, three.df, three.processes_per_strategy, 0.001)
     assert three.resolution > one
     assert two.resolution is None and two.machines == 2
+
+
+def test_without_its_name_the_control_is_the_case_whose_extra_processes_ran_it_alone():
+    """A run whose control shared a process marks every strategy of it ``control``; the one
+    whose marked rows are processes of its own is the control (a compare page's fallback)."""
+    shared = {**window_row("block", 1, 1.0, rnd=1), "control": True, "process_id": "rot2-x-r1"}
+    alone = {**window_row("native", 1, 1.0, rnd=1), "control": True}
+    block, native = window_entry([shared]), window_entry([alone])
+    assert machines.control_of([block, native], None) is native
+    assert machines.control_of([block], None) is block  # only a shared process's: each measures it
+    assert machines.control_of([block, native], "block") is block  # a name wins

@@ -206,8 +206,9 @@ class SweepRun:
         timed 10 rounds of seven loops, 196 s of a 420 s budget, on the deadline, and left
         `global`'s first process out.)"""
         left = deadline - time.monotonic()
-        if first_round(spec):
-            left /= 1 + sum(1 for c in queue if first_round(c))
+        if first_round(spec):  # a place that runs C at once runs the rest in 1 / C the time
+            waves = -(-(1 + sum(1 for c in queue if first_round(c))) // self.place.capacity)
+            left /= waves
         return time.time() + left
 
     def record(self, spec: CaseSpec, rows: list[dict]) -> None:
@@ -246,13 +247,11 @@ class SweepRun:
         each look's plan and the looks taken (the report's alpha)."""
         sweep = self.sweep
         shuffle = random.Random(sweep.seed)
-        first = [
-            m
-            for c in cases(sweep, self.run_id, self.git)
-            if not c.control and c.round == 0
-            for m in c.members()
-        ]
-        next_round = max((r.round for r in read(sweep.out)), default=0) + 1
+        planned = cases(sweep, self.run_id, self.git)
+        first = [m for c in planned if not c.control and c.round == 0 for m in c.members()]
+        # after every round the rows hold and the first round planned (the control's extra
+        # processes, which may not have run): an added process never takes one's case id
+        next_round = max((r.round for r in [*read(sweep.out), *planned]), default=0) + 1
         while self.taken < sweep.looks:
             looked = time.monotonic()
             found = look(sweep, self.taken)

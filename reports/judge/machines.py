@@ -60,11 +60,17 @@ def process_machines(entries: Iterable[Entry]) -> dict[str, str]:
 
 def control_of(entries: list[Entry], control: str | None) -> Entry | None:
     """The group's case of the control strategy: the one named ``control`` (the sweep's
-    ``--control``, run.json's ``sweep.control``), else the one with the control's extra
-    processes (rows marked ``control``); None without either."""
+    ``--control``, run.json's ``sweep.control``), else the one whose extra processes (rows
+    marked ``control``) ran it alone, else one with such rows (where the control shared a
+    process, its extra processes are that process: every strategy of it has them, each as
+    good a measure of the machines); None without either."""
     named = [e for e in entries if control and e.strategy == control]
     marked = [e for e in entries if any(r.control for r in e.rows)]
-    return next(iter(named or marked), None)
+    own = (None, "")  # a row's process_id where the process ran its case alone (or its case_id)
+    alone = [
+        e for e in marked if any(r.control and r.process_id in (*own, r.case_id) for r in e.rows)
+    ]
+    return next(iter(named or alone or marked), None)
 
 
 @dataclass(frozen=True, slots=True)

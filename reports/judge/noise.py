@@ -155,7 +155,7 @@ def noise(
     the group's strategies with two or more processes (its df), and the group's resolution;
     where its processes ran on more than one machine, the variance between machines of the
     ``control`` strategy's per-machine mean (``machines.between_machines``; without
-    ``control``, the case with the control's extra processes).
+    ``control``, the case with the control's extra processes: ``machines.control_of``).
 
     The borrowing rule: a group with no df of its own (one process per strategy, no control)
     borrows the variance pooled over the groups with the same settings other than K and N,

@@ -213,8 +213,8 @@ class RayPlace:
         processes (the spread between machines is estimated from them) wait for the node
         where it ran least, so that every machine gets its share."""
         free = [n for n in self.slots if self._free(n) > 0]
-        mine = strategy_of(flight.spec)
-        if flight.spec.strategy == self.sweep.control and not flight.avoid:
+        mine = balanced_as(flight.spec, self.sweep.control)
+        if mine == self.sweep.control and not flight.avoid:
             fewest = min(self.ran[mine, n] for n in self.slots if self.slots[n])
             free = [n for n in free if self.ran[mine, n] == fewest]
         others = [n for n in free if n not in flight.avoid]
@@ -241,7 +241,7 @@ class RayPlace:
             self.keys += 1
             key = f"{self.keys}"
             self.flights[key] = flight
-            self.ran[strategy_of(flight.spec), node] += 1
+            self.ran[balanced_as(flight.spec, self.sweep.control), node] += 1
             self._send(
                 {
                     "op": "submit",
@@ -360,3 +360,12 @@ class RayPlace:
 def strategy_of(spec: CaseSpec) -> str:
     """What the balance counts: a process's strategies (a rotated process: all of them)."""
     return ",".join(spec.rotation) if spec.rotation else spec.label
+
+
+def balanced_as(spec: CaseSpec, control: str | None) -> str:
+    """What the balance counts ``spec`` as: the control's extra process as the control,
+    whether it runs the control alone or the process the control shares (``plan.extra``);
+    another process as its strategies (``strategy_of``)."""
+    if control and (spec.control or spec.label == control):
+        return control
+    return strategy_of(spec)
