@@ -31,7 +31,9 @@ class CaseSpec(CaseSettings):
 
     run_id: str = ""
     round: int = 0
-    control: bool = False  # an extra process of the control strategy: the between-process noise
+    # an extra process of the control strategy (the between-process noise): the control alone,
+    # or the process it shares with its group's strategies (``plan.extra``)
+    control: bool = False
     # a repeat process that a sweep adds for a verdict still open: timed pairs only (the case's
     # first process checked its gradients and measured its memory and cost model)
     time_only: bool = False

@@ -135,7 +135,8 @@ def sweep_options(run: argparse.ArgumentParser) -> None:
     )
     run.add_argument(
         "--control",
-        help="strategy run in extra processes to measure the noise between processes "
+        help="strategy run in extra processes to measure the noise between processes (where "
+        "it shares a process with its group's strategies, that whole process) "
         "(default: native if swept, else the first; 'none': no extra processes, so no "
         "lower/higher verdict on time unless --rounds >= 2)",
     )
