@@ -166,6 +166,8 @@ def test_the_controls_extra_processes_of_a_shared_process_are_balanced_as_the_co
     assert {n: d.ran["native", n] for n in "abc"} == {"a": 2, "b": 2, "c": 2}
     checked = dataclasses.replace(spec("block"), rotation=["block", "native", "lazy"])
     assert place.balanced_as(checked, "native") == "block,native,lazy"
+    led = dataclasses.replace(spec("native"), rotation=["native", "block", "lazy"])
+    assert place.balanced_as(led, "native") == "native,block,lazy"  # checked, led by the control
 
 
 def test_processes_spread_evenly_over_nodes_by_a_seeded_choice():

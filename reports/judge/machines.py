@@ -58,6 +58,11 @@ def process_machines(entries: Iterable[Entry]) -> dict[str, str]:
     return {process_of(r): machine_of(r) for e in entries for r in e.rows}
 
 
+def shared(row: Row) -> bool:
+    """Whether ``row``'s process was shared with other strategies (``rows.process_of``)."""
+    return process_of(row) != f"{row.run_id}/{row.case_id}"
+
+
 def control_of(entries: list[Entry], control: str | None) -> Entry | None:
     """The group's case of the control strategy: the one named ``control`` (the sweep's
     ``--control``, run.json's ``sweep.control``), else the one whose extra processes (rows
@@ -66,10 +71,7 @@ def control_of(entries: list[Entry], control: str | None) -> Entry | None:
     good a measure of the machines); None without either."""
     named = [e for e in entries if control and e.strategy == control]
     marked = [e for e in entries if any(r.control for r in e.rows)]
-    own = (None, "")  # a row's process_id where the process ran its case alone (or its case_id)
-    alone = [
-        e for e in marked if any(r.control and r.process_id in (*own, r.case_id) for r in e.rows)
-    ]
+    alone = [e for e in marked if any(r.control and not shared(r) for r in e.rows)]
     return next(iter(named or alone or marked), None)
 
 

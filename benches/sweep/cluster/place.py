@@ -366,6 +366,6 @@ def balanced_as(spec: CaseSpec, control: str | None) -> str:
     """What the balance counts ``spec`` as: the control's extra process as the control,
     whether it runs the control alone or the process the control shares (``plan.extra``);
     another process as its strategies (``strategy_of``)."""
-    if control and (spec.control or spec.label == control):
+    if control and (spec.control or (not spec.rotation and spec.label == control)):
         return control
     return strategy_of(spec)
