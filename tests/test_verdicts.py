@@ -127,6 +127,23 @@ def test_a_groups_noise_is_the_pooled_variance_of_process_figures_with_its_df():
     assert spread.resolution == pytest.approx(math.expm1(math.log1p(0.02) + half))
 
 
+def test_strategies_sharing_processes_pool_a_variance_worth_their_processes_df():
+    """A rotated process's offset is in every strategy's figure there (``stats.shared_df``)."""
+    offsets = {"p0": 0.03, "p1": -0.02, "p2": 0.01}
+    shared = [{p: u + 0.001 * i * (j - 1) for j, (p, u) in enumerate(offsets.items())}
+              for i in range(7)]  # fmt: skip
+    variance, df = stats.pooled_variance([*shared, [0.02, -0.01]])
+    # the offsets dominate: about the distinct processes less one (2 + 1), not 7 x 2 + 1 = 15
+    assert df == 2 and variance == pytest.approx(
+        (sum(((np.array(list(g.values())) - np.mean(list(g.values()))) ** 2).sum() for g in shared)
+         + 0.03**2 / 2) / 15)  # fmt: skip
+    # nothing shared: the count, as before; figures of their own (no offset in common): near it
+    assert stats.pooled_variance([[0.01, 0.02, 0.0], [0.03, 0.01]])[1] == 3
+    rng = np.random.default_rng(0)
+    own = [{p: rng.normal(0, 0.03) for p in offsets} for _ in range(7)]
+    assert stats.pooled_variance(own)[1] >= 10
+
+
 def test_without_a_second_process_the_noise_is_unknown_and_time_is_never_decided():
     entries = [
         window_entry([window_row("native", 1, 1.0)]),

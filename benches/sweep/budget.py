@@ -226,7 +226,7 @@ def plan_pairs(entries: list, group: tuple, repeat: int, planned: bool) -> Pairs
             if logs.size >= 2:
                 s2_pairs.append(float(logs.var(ddof=1)))
     timed_s, pairs = sum(timed.values()), sum(rounds.values())
-    between, df = stats.pooled_variance([list(process_figures(e).values()) for e in here])
+    between, df = stats.pooled_variance([process_figures(e) for e in here])
     if not (pairs and s2_pairs and overhead and between is not None and df):
         return PairsPlan(repeat, why="not measured yet")
     c_process = statistics.median(overhead.values())

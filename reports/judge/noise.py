@@ -33,7 +33,8 @@ NOISY_SWITCHES_PER_S = 50.0
 NOISE_METHOD = (
     "per group (K, N, precision, grad_sync, recipe, ranks): the variance of one process's log "
     "overhead between processes, pooled over the group's strategies with two or more processes "
-    "(df = processes - strategies; between_sd); a comparison floors each side at what its own "
+    "(df = processes - strategies, or Satterthwaite's where strategies shared processes: "
+    "stats.shared_df; between_sd); a comparison floors each side at what its own "
     "processes' pairs show (Yuen's standard error of a trimmed mean, averaged over that side's "
     "processes; within_sd: the group's average, which floors sd); a group without df borrows "
     "from the groups with the same settings at other K and N (pooled_from). resolution: "
@@ -164,7 +165,7 @@ def noise(
     by_group: dict[tuple, list[Entry]] = defaultdict(list)
     for e in entries:
         by_group[group_key(e)].append(e)
-    logs = {g: [process_logs(e) for e in here] for g, here in by_group.items()}
+    logs = {g: [process_figures(e) for e in here] for g, here in by_group.items()}
     out = {}
     for g, here in by_group.items():
         pooled, df = stats.pooled_variance(logs[g])

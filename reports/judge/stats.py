@@ -17,7 +17,7 @@ range of the paired ratios and says so (``confidence`` is None).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -300,17 +300,66 @@ def floored(variance: float | None, within: float | None) -> float | None:
     return max(variance, within)
 
 
-def pooled_variance(groups: Sequence[Sequence[float]]) -> tuple[float | None, int]:
+def pooled_variance(
+    groups: Sequence[Sequence[float] | Mapping[str, float]],
+) -> tuple[float | None, int]:
     """The variance of one process's figure between processes of one and the same thing,
-    pooled over the groups that have two or more: (variance, degrees of freedom); (None, 0)
-    without any such group."""
-    squares, df = 0.0, 0
-    for group in groups:
-        xs = np.asarray(list(group), dtype=float)
-        if xs.size >= 2:
-            squares += float(((xs - xs.mean()) ** 2).sum())
-            df += xs.size - 1
-    return (squares / df, df) if df else (None, 0)
+    pooled over the groups (strategies) that have two or more: (variance, degrees of freedom);
+    (None, 0) without any such group. A group is its figures, or its figures keyed by the
+    process each came from: where strategies shared processes (a rotation), a process's offset
+    is in every figure it gave, the groups' sums of squares are not independent, and the df is
+    what they are worth (``shared_df``), never more than the figures less the groups."""
+    keyed = [
+        dict(g) if isinstance(g, Mapping) else {(i, j): x for j, x in enumerate(g)}
+        for i, g in enumerate(groups)
+    ]
+    keyed = [g for g in keyed if len(g) >= 2]
+    squares = 0.0
+    for g in keyed:
+        xs = np.fromiter(g.values(), dtype=float)
+        squares += float(((xs - xs.mean()) ** 2).sum())
+    df = sum(len(g) - 1 for g in keyed)
+    if not df:
+        return None, 0
+    return squares / df, shared_df(keyed, squares, df)
+
+
+def shared_df(groups: Sequence[Mapping[Any, float]], squares: float, df: int) -> int:
+    """The degrees of freedom of the pooled variance of ``groups`` (figures keyed by process;
+    ``squares`` their pooled sum of squares about each group's mean, ``df`` its count): ``df``
+    where no process gave two groups' figures. Where processes were shared, a figure is its
+    group's mean, plus its process's offset (variance s2_process, in every figure of that
+    process), plus its own noise (s2_own). s2_own is the residual of the least-squares fit of a
+    group effect plus a process effect; s2_process the rest of ``squares`` (moments). The df is
+    Satterthwaite's for the quadratic form the pooled variance is: tr(A S)^2 / tr((A S)^2), S the
+    figures' covariance, A the centring within groups; with M = Z'AZ (Z: figure to process),
+    (s2_process tr M + s2_own df)^2 / (s2_process^2 |M|^2 + 2 s2_process s2_own tr M + s2_own^2
+    df), rounded down. With no offset it is ``df``; with offsets that dominate, about the
+    distinct processes less one: seven strategies sharing three processes and one with two of
+    its own have 2, not 15."""
+    processes = sorted({p for g in groups for p in g}, key=repr)
+    cells = [(i, p, x) for i, g in enumerate(groups) for p, x in g.items()]
+    if len(processes) == len(cells) or squares <= 0:
+        return df
+    column = {p: j for j, p in enumerate(processes)}
+    z = np.zeros((len(cells), len(processes)))  # figure -> its process
+    x = np.zeros((len(cells), len(groups)))  # figure -> its group
+    for row, (i, p, _) in enumerate(cells):
+        z[row, column[p]] = x[row, i] = 1.0
+    y = np.array([v for _, _, v in cells])
+    design = np.hstack([x, z])
+    fit, *_ = np.linalg.lstsq(design, y, rcond=None)
+    df_own = len(cells) - int(np.linalg.matrix_rank(design))
+    s2_own = float(((y - design @ fit) ** 2).sum()) / df_own if df_own else 0.0
+    centred = z - x @ (np.linalg.pinv(x) @ z)  # A Z: each group's mean taken out
+    m = z.T @ centred
+    trace = float(np.trace(m))
+    s2_process = max(squares - s2_own * df, 0.0) / trace if trace > 0 else 0.0
+    top = (s2_process * trace + s2_own * df) ** 2
+    bottom = s2_process**2 * float((m**2).sum()) + 2 * s2_process * s2_own * trace + s2_own**2 * df
+    if bottom <= 0:
+        return df
+    return max(1, min(df, math.floor(top / bottom + 1e-9)))
 
 
 METHOD = "Student-t interval of per-process figures"
