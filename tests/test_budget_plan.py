@@ -9,6 +9,7 @@ import time
 import types
 
 import numpy as np
+import pytest
 
 from benches.engine.spec import PAIRS_FACTOR, CaseSpec
 from benches.sweep import budget, run
@@ -50,8 +51,24 @@ def test_pairs_per_process_follow_kalibera_and_jones():
     s2_process = max(between - s2_pair / 16, s2_pair / 8 / 100)
     best = math.sqrt(8.0 / 0.05 * s2_pair / s2_process)
     assert plan.s2_pair == s2_pair and plan.s2_process == s2_process
-    assert plan.pairs == int(min(PAIRS_FACTOR * 8, max(8, round(best))))
-    assert f"{best:.1f}" in plan.why
+    _, longest = budget.longest_near_best(8.0 / 0.05, s2_pair / s2_process)
+    assert plan.pairs == int(min(PAIRS_FACTOR * 8, max(8, round(longest))))
+    assert f"n* = {best:.1f}" in plan.why and f"{longest:.1f}" in plan.why
+
+
+def test_the_planned_pairs_are_the_longest_whose_variance_is_within_10_percent_of_n_stars():
+    def cost(n: float, r: float, q: float) -> float:  # variance x time of a mean of processes
+        return (r + n) * (1 + q / n)
+
+    for r, q in ((65.0, 27.0), (2.6, 1.5), (500.0, 0.01), (1.0, 400.0)):
+        best, longest = budget.longest_near_best(r, q)
+        assert best == pytest.approx(math.sqrt(r * q))
+        # n* is the least variance for the time; n_hi more pairs, at 10% more variance exactly
+        assert cost(best, r, q) <= min(cost(best * 0.9, r, q), cost(best * 1.1, r, q))
+        assert longest > best
+        assert cost(longest, r, q) == pytest.approx(budget.NEAR_BEST * cost(best, r, q))
+    # the frameworks sample's group at look 3: n* 41, the plan about 79 pairs
+    assert round(budget.longest_near_best(65.0, 27.0)[1]) == 79
 
 
 def test_repeat_given_or_nothing_measured_keeps_repeat():
