@@ -137,6 +137,8 @@ def test_strategies_sharing_processes_pool_a_variance_worth_their_processes_df()
     assert df == 2 and variance == pytest.approx(
         (sum(((np.array(list(g.values())) - np.mean(list(g.values()))) ** 2).sum() for g in shared)
          + 0.03**2 / 2) / 15)  # fmt: skip
+    # two strategies sharing one process, each with one of its own: no residual df, the lowest
+    assert stats.pooled_variance([{"a": 0.01, "b": 0.03}, {"a": 0.02, "c": -0.01}])[1] == 1
     # nothing shared: the count, as before; figures of their own (no offset in common): near it
     assert stats.pooled_variance([[0.01, 0.02, 0.0], [0.03, 0.01]])[1] == 3
     rng = np.random.default_rng(0)

@@ -330,7 +330,8 @@ def shared_df(groups: Sequence[Mapping[Any, float]], squares: float, df: int) ->
     where no process gave two groups' figures. Where processes were shared, a figure is its
     group's mean, plus its process's offset (variance s2_process, in every figure of that
     process), plus its own noise (s2_own). s2_own is the residual of the least-squares fit of a
-    group effect plus a process effect; s2_process the rest of ``squares`` (moments). The df is
+    group effect plus a process effect (0 where the fit leaves no residual df: the lowest df);
+    s2_process the rest of ``squares`` (moments, never below 0). The df is
     Satterthwaite's for the quadratic form the pooled variance is: tr(A S)^2 / tr((A S)^2), S the
     figures' covariance, A the centring within groups; with M = Z'AZ (Z: figure to process),
     (s2_process tr M + s2_own df)^2 / (s2_process^2 |M|^2 + 2 s2_process s2_own tr M + s2_own^2
