@@ -47,7 +47,7 @@ def test_twins_as_noisy_as_ranked_processes_are_not_called_different():
     by 8%, processes by 3.5% (an interval about as wide as the margin: SE 1.5%). Twins, and a 10%
     and a 40% slower strategy (so that Benjamini-Hochberg does not shield the twins). Over 1,000
     seeds the twins were called lower/higher in 3 (0.3%) with the margin as the null of a
-    difference (``stats.beyond_p``), in 47 (4.7%) judged by the t-test of ratio 1 (the rule
+    difference (``claims.beyond_p``), in 47 (4.7%) judged by the t-test of ratio 1 (the rule
     before); the 10% slower one was found in 996. This test runs seeds 0-299."""
     called = found = 0
     for seed in range(300):

@@ -11,7 +11,7 @@ from msgspec import structs
 from synthetic import as_row, pairs_row, standard_rows, window_entry, window_row
 from synthetic import entry as entry_of
 
-from reports.judge import noise, stats, verdicts, wording
+from reports.judge import claims, noise, stats, verdicts, wording
 from reports.schema.records import Paired
 from reports.schema.verdict_records import Comparison, Verdict
 
@@ -323,23 +323,23 @@ def test_alpha_is_spent_over_the_looks_a_sweep_took():
     """Lan-DeMets, O'Brien-Fleming type: the interim looks' levels and the final one's add up
     to alpha whatever look the sweep stopped at; a sweep that looked once tests at alpha
     itself; the last of six looks keeps more than Bonferroni's share (0.05 / 6)."""
-    assert stats.final_alpha(1, 6) == pytest.approx(stats.ALPHA)
+    assert claims.final_alpha(1, 6) == pytest.approx(stats.ALPHA)
     for taken in range(1, 7):
-        interim = sum(stats.look_alpha(i, 6) for i in range(1, taken))
-        assert interim + stats.final_alpha(taken, 6) == pytest.approx(stats.ALPHA)
-    steps = [stats.look_alpha(i, 6) for i in range(1, 7)]
+        interim = sum(claims.look_alpha(i, 6) for i in range(1, taken))
+        assert interim + claims.final_alpha(taken, 6) == pytest.approx(stats.ALPHA)
+    steps = [claims.look_alpha(i, 6) for i in range(1, 7)]
     assert all(0 < a < b for a, b in itertools.pairwise(steps))  # little spent early
-    assert stats.final_alpha(6, 6) == pytest.approx(steps[-1])
+    assert claims.final_alpha(6, 6) == pytest.approx(steps[-1])
     # 2 - 2 Phi(1.96 / sqrt(5 / 6)) spent by look 5: 0.0318, so the sixth keeps 0.0182
-    assert stats.final_alpha(6, 6) == pytest.approx(0.0182, abs=1e-4)
-    assert stats.final_alpha(6, 6) > stats.ALPHA / 6
+    assert claims.final_alpha(6, 6) == pytest.approx(0.0182, abs=1e-4)
+    assert claims.final_alpha(6, 6) > stats.ALPHA / 6
     entries = [
         window_entry([window_row(s, 1, 1.0), window_row(s, 1, 1.0, rnd=1)]) for s in ("a", "b")
     ]
     once = verdicts.verdicts(entries, 0.02, 6, taken=1).error_control
     assert (once.looks, once.looks_taken, once.alpha_per_look) == (6, 1, pytest.approx(0.05))
     interim = verdicts.verdicts(entries, 0.02, 6, taken=2, final=False).error_control
-    assert interim.alpha_per_look == pytest.approx(stats.look_alpha(2, 6))
+    assert interim.alpha_per_look == pytest.approx(claims.look_alpha(2, 6))
 
 
 def _noisy_rows(strategy: str, processes: int, pair_sd: float, seed: int, offset=0.0) -> list:

@@ -145,7 +145,7 @@ def open_groups(unclear: list) -> dict[tuple, set[str]]:
 
 def look(sweep: Sweep, taken: int) -> Look:
     """The verdicts of the ``taken``-th look so far, held to that look's share of alpha
-    (``stats.look_alpha``), and what is still open."""
+    (``claims.look_alpha``), and what is still open."""
     from reports.judge import verdicts
     from reports.judge.rows import pooled, read
 

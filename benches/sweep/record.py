@@ -10,7 +10,7 @@ from pathlib import Path
 from reports.judge.verdicts import DEFAULT_MIN_EFFECT
 from reports.schema.settings import FixedSettings, SweptSettings
 
-MAX_LOOKS = 6  # the first round and up to 5 added rounds; alpha spent over them (stats.spent)
+MAX_LOOKS = 6  # the first round and up to 5 added rounds; alpha spent over them (claims.spent)
 CONTROL_PROCESSES = 3  # processes of the control strategy per (K, N) when --rounds is 1
 
 

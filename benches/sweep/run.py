@@ -236,7 +236,7 @@ class SweepRun:
 
     def spend_budget(self) -> None:
         """Rounds of time-only processes for the strategies that still have a time comparison
-        ``unclear`` (each look's verdicts held to its share of alpha, ``stats.look_alpha``),
+        ``unclear`` (each look's verdicts held to its share of alpha, ``claims.look_alpha``),
         in an order shuffled per look, until every verdict is decided, the looks are used up
         (``sweep.looks``: each look adds twice the rounds of the last) or the budget is spent;
         a strategy whose comparisons are all decided gets no more processes. Each process runs

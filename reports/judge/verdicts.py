@@ -22,7 +22,7 @@ from collections import defaultdict
 from itertools import combinations
 from typing import Any
 
-from reports.judge import leaks, machines, stats
+from reports.judge import claims, leaks, machines, stats
 from reports.judge.noise import (
     MACHINE_LEVEL,
     MACHINE_METHOD,
@@ -133,16 +133,16 @@ def memory_figure(entry: Entry, key: str) -> float | None:
 
 def claim_p(c: Comparison, min_effect: float) -> float | None:
     """The p-value of the one claim a time comparison could make: ``higher``/``lower`` (a
-    t-test that it lies beyond 1 +- min_effect, ``stats.beyond_p``) where its estimate
+    t-test that it lies beyond 1 +- min_effect, ``claims.beyond_p``) where its estimate
     lies beyond min_effect, else ``same`` (two one-sided tests that it lies inside 1 +-
-    min_effect, ``stats.equivalence_p``). Each claim's null ends at the margin, so each claim is
+    min_effect, ``claims.equivalence_p``). Each claim's null ends at the margin, so each claim is
     controlled as the other is; only one comparison's claim is tested, one test of the sweep's
     family. (``c.p``, the t-test of ratio 1, is reported, not judged.)"""
     if c.log is None or c.ci_low is None:
         return None
     margin = math.log1p(min_effect)
-    c.p_same = stats.equivalence_p(c.log, c.se, c.df, margin)
-    c.p_beyond = stats.beyond_p(c.log, c.se, c.df, margin)
+    c.p_same = claims.equivalence_p(c.log, c.se, c.df, margin)
+    c.p_beyond = claims.beyond_p(c.log, c.se, c.df, margin)
     return c.p_beyond if abs(c.log) > margin else c.p_same
 
 
@@ -196,10 +196,10 @@ def decide_time(
     """Adjust the p-values of a sweep's time comparisons' claims together (Benjamini-Hochberg,
     ``claim_p``), then word each (in place): the error rate of every word but ``unclear`` is
     controlled over the sweep, not per comparison. ``alpha``: the level of this look
-    (``stats.look_alpha`` while a sweep adds rounds, ``final_alpha`` for its report: alpha
+    (``claims.look_alpha`` while a sweep adds rounds, ``final_alpha`` for its report: alpha
     spent over the looks taken)."""
     timed = [c for c in comparisons if c.timed]
-    qs = stats.adjusted([claim_p(c, min_effect) for c in timed])
+    qs = claims.adjusted([claim_p(c, min_effect) for c in timed])
     for c, q in zip(timed, qs, strict=True):
         c.q = q
         c.significant = q is not None and q < alpha and abs(c.log) > math.log1p(min_effect)
@@ -356,8 +356,8 @@ def verdicts(
     spread between machines where a group ran on more than one. ``looks``: the most a sweep
     could look at its data; ``taken``: this is its ``taken``-th look, an interim one (the sweep
     deciding where to add rounds) or, ``final``, the report's, which spends what the interim
-    looks left (``stats.final_alpha``)."""
-    alpha = stats.final_alpha(taken, looks) if final else stats.look_alpha(taken, looks)
+    looks left (``claims.final_alpha``)."""
+    alpha = claims.final_alpha(taken, looks) if final else claims.look_alpha(taken, looks)
     ok = [e for e in entries if e.rows]
     spreads = noise(ok, min_effect, control)
     spread_out = any(s.machines > 1 for s in spreads.values())  # RULE's machine level applies
@@ -384,7 +384,7 @@ def verdicts(
             alpha_per_look=alpha,
             comparisons=sum(c.timed for c in family),
             looks_taken=taken,
-            spending=stats.SPENDING,
+            spending=claims.SPENDING,
         ),
         overheads=[
             CaseOverhead(e.strategy, e.k, e.n, case_fields(e), e.overhead) for e in by_case(ok)

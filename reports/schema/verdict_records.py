@@ -119,10 +119,10 @@ class Comparison(Struct, forbid_unknown_fields=True):
     # adjusted over the sweep (Benjamini-Hochberg: verdicts.claim_p)
     q: float | None = None
     # time: the p of two one-sided tests that the ratio lies inside 1 +- min_effect
-    # (stats.equivalence_p); absent in files older than that rule
+    # (claims.equivalence_p); absent in files older than that rule
     p_same: float | None = None
     # time: the p of the one-sided test that the ratio lies beyond 1 +- min_effect on its
-    # estimate's side (stats.beyond_p); absent in files older than that rule
+    # estimate's side (claims.beyond_p); absent in files older than that rule
     p_beyond: float | None = None
 
     @property
@@ -391,11 +391,11 @@ class ErrorControl(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
     alpha: float
     looks: int  # how often an adaptive sweep could look at its data (at most)
     # the level these verdicts were held to: an interim look's share of alpha, or the final
-    # look's, all that the looks taken before it left (stats.final_alpha)
+    # look's, all that the looks taken before it left (claims.final_alpha)
     alpha_per_look: float
     comparisons: int  # time comparisons in the family
     looks_taken: int = 1  # the looks this judgement is the last of (older files: absent)
-    spending: str = ""  # the alpha-spending rule (stats.SPENDING)
+    spending: str = ""  # the alpha-spending rule (claims.SPENDING)
 
     def to_json(self) -> dict[str, Any]:
         return to_builtins(self)
