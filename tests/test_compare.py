@@ -131,8 +131,8 @@ def test_compare_does_not_call_a_machine_that_drifted_between_runs(tmp_path):
     case_a, case_b = (side.cases[("block", 1, 0, "last")] for side in (side_a, side_b))
     spread = noise.noise(list(side_b.cases.values()), 0.02)[noise.group_key(case_b)]
     alone = stats.contrast(
-        noise.process_logs(case_b),
-        noise.process_logs(case_a),
+        list(noise.process_figures(case_b).values()),
+        list(noise.process_figures(case_a).values()),
         spread.variance,
         spread.df,
     )

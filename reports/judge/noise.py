@@ -83,15 +83,11 @@ def group_key(entry: Entry) -> tuple:
     return (entry.k, entry.n, fields, ranks)
 
 
-def process_logs(entry: Entry) -> list[float]:
-    """The case's figure in each of its processes: log of its paired overhead there (the
-    trimmed mean of the log ratios of its pairs)."""
-    return list(process_figures(entry).values())
-
-
 def process_figures(entry: Entry) -> dict[str, float]:
-    """``process_logs`` keyed by the process each came from (``process_id``: strategies that
-    shared a process, ``engine.rotation``, share it; a row without one is a process alone)."""
+    """The case's figure in each of its processes, the log of its paired overhead there (the
+    trimmed mean of the log ratios of its pairs), keyed by the process it came from
+    (``process_id``: strategies that shared a process, ``engine.rotation``, share it; a row
+    without one is a process alone)."""
     return dict(paired_logs(entry, "window", "plain_window"))
 
 

@@ -338,7 +338,7 @@ def shared_df(groups: Sequence[Mapping[Any, float]], squares: float, df: int) ->
     df), rounded down. With no offset it is ``df``; with offsets that dominate, about the
     distinct processes less one: seven strategies sharing three processes and one with two of
     its own have 2, not 15."""
-    processes = sorted({p for g in groups for p in g}, key=repr)
+    processes = list({p: None for g in groups for p in g})
     cells = [(i, p, x) for i, g in enumerate(groups) for p, x in g.items()]
     if len(processes) == len(cells) or squares <= 0:
         return df
@@ -354,10 +354,10 @@ def shared_df(groups: Sequence[Mapping[Any, float]], squares: float, df: int) ->
     s2_own = float(((y - design @ fit) ** 2).sum()) / df_own if df_own else 0.0
     centred = z - x @ (np.linalg.pinv(x) @ z)  # A Z: each group's mean taken out
     m = z.T @ centred
-    trace = float(np.trace(m))
-    s2_process = max(squares - s2_own * df, 0.0) / trace if trace > 0 else 0.0
-    top = (s2_process * trace + s2_own * df) ** 2
-    bottom = s2_process**2 * float((m**2).sum()) + 2 * s2_process * s2_own * trace + s2_own**2 * df
+    # tr M = tr(A) = df: Z Z' is 1 where two figures share a process, never two of one group
+    s2_process = max(squares / df - s2_own, 0.0)
+    top = (s2_process + s2_own) ** 2 * df**2
+    bottom = s2_process**2 * float((m**2).sum()) + (2 * s2_process * s2_own + s2_own**2) * df
     if bottom <= 0:
         return df
     return max(1, min(df, math.floor(top / bottom + 1e-9)))
