@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib
 import json
@@ -9,8 +10,9 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
+import sysconfig
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -124,35 +126,68 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     gc.freeze()
 
 
-def _plugin_modules(before: set[str]) -> list[str]:
-    """The modules of this checkout's tests (a plugin: ``tests.fault_plugin``) and of a test's
-    own temporary files imported since ``before``: importing one registers its strategies."""
-    out = []
-    for name in set(sys.modules) - before:
-        path = getattr(sys.modules[name], "__file__", None) or ""
-        if name.startswith("tests.") or path.startswith(tempfile.gettempdir()):
-            out.append(name)
-    return out
+TESTS = Path(__file__).resolve().parent
+# where installed packages live (torch, scipy, the project's own editable install's finder):
+# never forgotten, wherever the environment is (a checkout under /tmp holds its .nox there)
+PATHS = sysconfig.get_paths()
+INSTALLED = {Path(PATHS[key]).resolve() for key in ("stdlib", "purelib", "platlib") if key in PATHS}
+
+
+def _made_by_tests(name: str, basetemp: Path) -> bool:
+    """A module this checkout's tests made: one of its test plugins (``tests.fault_plugin``)
+    or one a test wrote under pytest's temporary folder (``tmp_path``). Never a module of an
+    installed package, nor the project's own: issue 60 (a checkout and its environment under
+    the system's temporary folder had torch's modules forgotten, and torch refused them)."""
+    path = getattr(sys.modules.get(name), "__file__", None)
+    if not path:
+        return False
+    file = Path(path).resolve()
+    if any(file.is_relative_to(place) for place in INSTALLED):
+        return False
+    return file.is_relative_to(TESTS if name.startswith("tests.") else basetemp)
+
+
+def _plugin_modules(before: set[str], basetemp: Path) -> list[str]:
+    """The modules the tests made (``_made_by_tests``) imported since ``before``: importing one
+    registers its strategies, so a later import must run it again."""
+    return [name for name in set(sys.modules) - before if _made_by_tests(name, basetemp)]
+
+
+@contextlib.contextmanager
+def _registry_kept(basetemp: Path) -> Iterator[None]:
+    """The strategy registry put back as it was, and the plugins imported since forgotten."""
+    from strategies import registry
+
+    factories, before = dict(registry._factories), set(sys.modules)
+    try:
+        yield
+    finally:
+        registry._factories.clear()
+        registry._factories.update(factories)
+        for name in _plugin_modules(before, basetemp):
+            del sys.modules[name]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _no_module_state_leaks(tmp_path_factory):
+    """What a module's fixtures registered (``test_row_keys``' sweep of a plugin's strategy)
+    is gone when the module's tests are: its tests see it, the next module's do not."""
+    with _registry_kept(tmp_path_factory.getbasetemp().resolve()):
+        yield
 
 
 @pytest.fixture(autouse=True)
-def _no_state_leaks():
+def _no_state_leaks(tmp_path_factory):
     """A test leaves no strategy registered, no plugin imported and no intra-op thread count
     changed for the next to read (the registry is the process's: a ``faulty`` left by one test
     was in another's list of built-in strategies): the registry is put back as it was, a plugin
     imported since forgotten, so that a later import registers its strategies again, and
     torch's threads set back. ``nox -s tests`` runs in a shuffled order (pytest-randomly, its
     seed printed first) to keep it so."""
-    from strategies import registry
-
-    factories, before = dict(registry._factories), set(sys.modules)
     threads = torch.get_num_threads()  # a test that sets its own gives them back
-    yield
+    with _registry_kept(tmp_path_factory.getbasetemp().resolve()):
+        yield
     torch.set_num_threads(threads)
-    registry._factories.clear()
-    registry._factories.update(factories)
-    for name in _plugin_modules(before):
-        del sys.modules[name]
 
 
 @pytest.fixture(autouse=True)
