@@ -4,7 +4,8 @@
     python -m reports compare DIR_A DIR_B [--out FILE] # writes FILE (default DIR_B/compare.html)
                                                        # and compare.json beside it
     python -m reports gate FILE [--fail-on higher] [--metric window]... [--pair A,B]
-                                                       # exit 1 when a comparison has that verdict
+                               [--accept-unjudged]     # exit 1 when a comparison has that verdict,
+                                                       # 3 when one it could not judge would
     python -m reports history [ASV_DIR] [--min-effect F]
                                                        # writes ASV_DIR/history.html (default .asv)
 
@@ -60,6 +61,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="window, peak_memory or held_memory; repeatable (default window)",
     )
     gate.add_argument("--pair", help="A,B: the comparison of a verdicts.json to gate")
+    gate.add_argument(
+        "--accept-unjudged",
+        action="store_true",
+        help="pass a compare.json's comparison left without an interval (exit 3 otherwise, "
+        "where its processes put it beyond the margin)",
+    )
     history = commands.add_parser(
         "history", help="ASV_DIR/history.html: asv's results over commits, with verdicts"
     )
@@ -197,7 +204,9 @@ def run_gate(args: argparse.Namespace) -> int:
     from reports.regressions.gate import GateError, gate, parse_pair
 
     try:
-        code, lines = gate(args.file, args.fail_on, args.metric, parse_pair(args.pair))
+        code, lines = gate(
+            args.file, args.fail_on, args.metric, parse_pair(args.pair), args.accept_unjudged
+        )
     except GateError as err:
         raise UsageError(str(err)) from None
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as err:

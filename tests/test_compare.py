@@ -137,3 +137,45 @@ def test_compare_does_not_call_a_machine_that_drifted_between_runs(tmp_path):
         spread.df,
     )
     assert alone["ci_low"] > 1 or alone["ci_high"] < 1, alone  # its own processes: "different"
+
+
+# -- one case in common: no variance between runs, and the gate says what it could not judge ------
+def one_case_run(directory, overhead: float = 1.0, seed: int = 0):
+    """``block_twin`` in three processes, the sweep's whole content (issue 64's two sweeps)."""
+    rows = [make_row("block_twin", overhead=overhead, round=r, seed=seed) for r in range(3)]
+    return write_run(directory, rows)
+
+
+def test_a_gate_fails_apart_on_a_change_it_could_not_judge_and_passes_an_a_a(tmp_path, capsys):
+    a = one_case_run(tmp_path / "a")
+    b = one_case_run(tmp_path / "b", overhead=2.2)
+    assert reports_main(["compare", str(a), str(b)]) == 0
+    result = json.loads((b / verdict_records.COMPARE).read_text())
+    drift = result["between_runs"]
+    assert (drift["variance"], drift["cases"], drift["needs"]) == (None, 1, 2)
+    assert "from 1 case in common (it needs 2 or more)" in drift["why"]
+    (window,) = windows_of(result, "block_twin").values()
+    assert window["verdict"] == "unclear" and window["ci_low"] is None
+    assert window["unjudged"] == drift["why"]
+    assert 1.02 < window["processes_low"] < 2.2 < window["processes_high"]
+    html = (b / "compare.html").read_text()
+    assert "not measured here: the variance between runs could not be measured" in html
+    assert "no interval; its processes alone" in html
+    capsys.readouterr()
+
+    gated = str(b / verdict_records.COMPARE)
+    assert reports_main(["gate", gated]) == 3
+    (line,) = capsys.readouterr().out.strip().splitlines()
+    assert line.startswith("unjudged: block_twin K=1 N=0 window ratio 2.200")
+    assert "--base" in line and "--accept-unjudged" in line
+    assert reports_main(["gate", gated, "--accept-unjudged"]) == 0
+    assert "1 unjudged, accepted" in capsys.readouterr().out
+    assert reports_main(["gate", gated, "--fail-on", "lower"]) == 0  # beyond, but the other way
+    capsys.readouterr()
+
+    # A/A: the same rows, then other noise in other processes: nothing beyond the margin
+    for seed, name in ((0, "same"), (1, "fresh")):
+        again = one_case_run(tmp_path / name, seed=seed)
+        assert reports_main(["compare", str(a), str(again)]) == 0
+        assert reports_main(["gate", str(again / verdict_records.COMPARE)]) == 0
+        assert capsys.readouterr().out.strip().splitlines()[-1].startswith("gate passed: 1 ")

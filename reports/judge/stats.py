@@ -463,6 +463,7 @@ def interval(estimate: float, se2: float, dof: float, confidence: float = CONFID
 
 
 MAD_EFFICIENCY = 0.37  # of the median absolute deviation against the SD, for normal data
+BETWEEN_RUNS_CASES = 2  # time comparisons two runs need in common to measure their variance
 BETWEEN_RUNS = (
     "each case's interval also carries the variance of a case's figure between runs: the "
     "spread of every compared case's change (1.4826 x their median absolute change, so that "
@@ -487,10 +488,10 @@ def between_runs(changes: Sequence[float], ses: Sequence[float]) -> tuple[float 
     around the median change: a shift common to every case is the run's as likely as the
     code's. Its df is the cases' less one, times 0.37, the efficiency of the median absolute
     deviation against the standard deviation for normal data (a robust scale knows less than
-    a plain one of as many cases). (None, 0) below two cases: one change alone cannot tell
-    the run from the code."""
+    a plain one of as many cases). (None, 0) below ``BETWEEN_RUNS_CASES``: one change alone
+    cannot tell the run from the code."""
     xs = np.asarray(list(changes), dtype=float)
-    if xs.size < 2:
+    if xs.size < BETWEEN_RUNS_CASES:
         return None, 0
     scale = 1.4826 * float(np.median(np.abs(xs)))
     own = float(np.median(np.square(np.asarray(list(ses), dtype=float))))

@@ -185,14 +185,29 @@ def between_runs(judged: list[RunComparison]) -> BetweenRuns:
     machine that drifted between the runs would be called a change of the code."""
     timed = [c for c in judged if c.timed and c.se is not None]
     variance, df = stats.between_runs([c.log for c in timed], [c.se for c in timed])
+    why = None if variance is not None else unmeasured_why(len(timed))
     for c in timed:
-        c.measured(stats.widened(c.to_json(), variance, df))
+        alone = (c.ci_low, c.ci_high)  # the processes' own interval, before the runs' level
+        c.measured(stats.widened(c.to_json(), variance, df, unmeasured=why))
+        if why is not None:
+            c.unjudged, (c.processes_low, c.processes_high) = why, alone
     return BetweenRuns(
         variance=variance,
         sd=math.expm1(math.sqrt(variance)) if variance is not None else None,
         df=df,
         cases=len(timed),
         rule=stats.BETWEEN_RUNS,
+        needs=stats.BETWEEN_RUNS_CASES,
+        why=why,
+    )
+
+
+def unmeasured_why(cases: int) -> str:
+    """Why no time comparison of two runs has an interval: one sentence, with the way out."""
+    return (
+        f"the variance between runs could not be measured from {cases} "
+        f"case{'s' if cases != 1 else ''} in common (it needs {stats.BETWEEN_RUNS_CASES} or "
+        "more): run both builds in one sweep with --base, or compare runs of more cases"
     )
 
 

@@ -1,7 +1,10 @@
 """``python -m reports gate FILE``: a CI verdict from ``compare.json`` or ``verdicts.json``.
 
 Exit 1 when any selected comparison has the ``--fail-on`` verdict (default ``higher``), or a
-strategy gated ``leaks`` (``reports.judge.leaks``), one line per offender; 0 otherwise, also when no
+strategy gated ``leaks`` (``reports.judge.leaks``), one line per offender; 3 (``UNJUDGED``) when
+none does but a comparison of a ``compare.json`` could not be judged (no interval: the variance
+between runs not measured) while its runs' processes alone put it beyond the margin in the
+``--fail-on`` direction (``unjudged``), unless ``--accept-unjudged``; 0 otherwise, also when no
 comparison of the asked metric matched (said in one line); 2 on a bad or malformed file, a
 ``--pair`` name absent from the file, a file with no comparison (two runs with no case in
 common), or a bad argument (``reports.__main__`` turns ``GateError`` into that).
@@ -39,6 +42,9 @@ from reports.schema.verdict_records import (
 
 class GateError(ValueError):
     """A bad file or argument: one line, exit 2."""
+
+
+FAILED, UNJUDGED = 1, 3  # exit codes: a regression or leak; a change the gate could not judge
 
 
 def load(path: Path) -> CompareFile | VerdictFile:
@@ -142,11 +148,37 @@ def describe(c: Comparison) -> str:
     return f"{c.verdict}: {who} K={c.k} N={c.n} {c.metric} ratio {ratio}"
 
 
+def unjudged(c: Comparison, fail_on: str, min_effect: float) -> bool:
+    """A comparison the gate could not judge (no interval: ``RunComparison.unjudged``) whose
+    runs' processes alone, their 95% interval without the variance between runs, lie beyond
+    the margin in the ``fail_on`` direction: what a sweep of both builds would most likely
+    call so. A change inside the margin, or one the processes themselves cannot place, is
+    not one (an A/A of two identical runs passes)."""
+    low, high = getattr(c, "processes_low", None), getattr(c, "processes_high", None)
+    if getattr(c, "unjudged", None) is None or low is None or high is None:
+        return False
+    if fail_on == "higher":
+        return low > 1 + min_effect
+    if fail_on == "lower":
+        return high < 1 / (1 + min_effect)
+    return False  # an unjudged comparison is unclear already; never same
+
+
+def describe_unjudged(c: Comparison, min_effect: float) -> str:
+    """One line: which comparison, its processes' interval, and why it has no verdict."""
+    return (
+        f"unjudged: {c.strategy} K={c.k} N={c.n} {c.metric} ratio {c.ratio:.3f} (its runs' "
+        f"processes alone: {c.processes_low:.3f}-{c.processes_high:.3f}, beyond the "
+        f"{min_effect:.0%} margin): {c.unjudged}; --accept-unjudged passes it"
+    )
+
+
 def gate(
     path: Path,
     fail_on: str = "higher",
     metrics: list[str] | None = None,
     pair: tuple[str, str] | None = None,
+    accept_unjudged: bool = False,
 ) -> tuple[int, list[str]]:
     """(exit code, lines to print)."""
     if fail_on not in WORDS:
@@ -183,8 +215,15 @@ def gate(
     grown = [g for g in data.leaks if not is_base(g.strategy)] if builds else leaks_of(data, gated)
     leaking = [leaks.describe(g) for g in grown]
     if bad or leaking:
-        return 1, bad + leaking
-    return 0, [f"gate passed: {len(chosen)} comparisons ({what}), none {fail_on}, no leak"]
+        return FAILED, bad + leaking
+    passed = f"{len(chosen)} comparisons ({what}), none {fail_on}, no leak"
+    if isinstance(data, CompareFile):
+        beyond = [c for c in chosen if unjudged(c, fail_on, data.min_effect)]
+        if beyond and not accept_unjudged:
+            return UNJUDGED, [describe_unjudged(c, data.min_effect) for c in beyond]
+        if beyond:
+            return 0, [f"gate passed: {passed}; {len(beyond)} unjudged, accepted"]
+    return 0, [f"gate passed: {passed}"]
 
 
 def leaks_of(data: CompareFile | VerdictFile, pair: tuple[str, str] | None) -> list[Growth]:

@@ -210,10 +210,23 @@ class RunComparison(Comparison):
 
     strategy: str = ""  # the case's strategy (a precision other than fp32: ``name @bf16``)
     resolution: float | None = None  # the case's group's resolution (verdicts.GroupNoise)
+    # a time comparison left without an interval (the variance between runs not measured):
+    # why, in one sentence, and the 95% interval its two runs' processes give alone (without
+    # the variance between runs), which the gate reads (regressions.gate.unjudged)
+    unjudged: str | None = None
+    processes_low: float | None = None
+    processes_high: float | None = None
     EXTRA: ClassVar[tuple[str, ...]] = ("strategy", "resolution")
 
     def to_json(self) -> dict[str, Any]:
-        return self._json(("strategy", *HEAD, "test", "noisy", "resolution", "q"))
+        out = self._json(("strategy", *HEAD, "test", "noisy", "resolution", "q"))
+        if self.unjudged is not None:
+            out.update(
+                unjudged=self.unjudged,
+                processes_low=self.processes_low,
+                processes_high=self.processes_high,
+            )
+        return out
 
 
 # -- a group's noise, a case's overhead, a case's growth ------------------------------------------
@@ -509,6 +522,8 @@ class BetweenRuns(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True)
     df: int
     cases: int  # the time comparisons it was measured from
     rule: str
+    needs: int = 2  # the cases it needs to be measured at all (stats.BETWEEN_RUNS_CASES)
+    why: str | None = None  # where it was not measured: why, in one sentence
 
     def to_json(self) -> dict[str, Any]:
         return to_builtins(self)
