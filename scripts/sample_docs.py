@@ -327,7 +327,41 @@ def frameworks_table() -> str:
     )
 
 
+def efficiency_table() -> str:
+    """docs/method.md: each sample's efficiency per group (``reports.judge.efficiency``),
+    judged from its rows and verdicts.json as the report judges them."""
+    from reports.judge.efficiency import efficiency
+    from reports.judge.rows import pooled, read
+    from reports.schema.verdict_records import VerdictFile
+
+    lines = [
+        "| sample | group | efficiency | half-width reached | the noise allows | wall (s) "
+        "| timed share |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name in ("tiny-cpu", "quick-cpu", "frameworks-cpu", "base-cuda", "tiny-cpu-bf16"):
+        d = SAMPLES / name
+        wall = _run(d).get("wall") or {}
+        judged = VerdictFile.from_json(_verdicts(d))
+        found = efficiency(
+            list(pooled(read(d), summarised=False).values()),
+            judged.comparisons,
+            wall.get("sweep_s"),
+        )
+        every = [(e.k, e.n, e.case) for e in found]
+        share = percent(wall["timed_share"]) if wall.get("timed_share") else "not recorded"
+        for e in found:
+            got = f"{e.efficiency:.2f}" if e.efficiency is not None else "-"
+            reached = f"+-{e.reached:.2%}" if e.reached is not None else "-"
+            lines.append(
+                f"| {name} | {group_label((e.k, e.n, e.case), every)} | {got} | {reached} "
+                f"| +-{e.ideal:.2%} | {e.wall_s:.0f} | {share} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
 BLOCKS: dict[str, Callable[[], str]] = {
+    "efficiency": efficiency_table,
     "frameworks": frameworks_table,
     "gpu-mfu": gpu_sentence,
     "default-sweeps": default_sweep_table,

@@ -133,9 +133,14 @@ def sweep_main(sweep: Sweep, args: argparse.Namespace | None = None) -> int:
     finally:
         place.close()
     wall = run.save()  # the page shows where the time went: run.json holds it first
-    code = finish(sweep, console, run.failed, run.interrupted, run.not_run)
-    run.say_share(console, wall)
-    return code
+    return finish(
+        sweep,
+        console,
+        run.failed,
+        run.interrupted,
+        run.not_run,
+        closing=lambda page: run.say_wall(console, wall, page),
+    )
 
 
 def missing(process: CaseSpec, done: set[tuple]) -> CaseSpec | None:
@@ -187,7 +192,11 @@ def open_place(
     return place, sweep
 
 
-def finish(sweep: Sweep, console, failed: int, interrupted: bool, not_run: int = 0) -> int:
+def finish(
+    sweep: Sweep, console, failed: int, interrupted: bool, not_run: int = 0, closing=None
+) -> int:
+    """The report and the terminal's tables, then ``closing(page)`` (the wall's figures: the
+    timed share and the efficiency, ``SweepRun.say_wall``); the exit code."""
     from benches.sweep import summary
 
     report = page = None
@@ -206,6 +215,8 @@ def finish(sweep: Sweep, console, failed: int, interrupted: bool, not_run: int =
     print(f"results: {sweep.out / results.RESULTS}")
     if report is not None:
         print(f"report:  {report}")
+    if closing is not None:
+        closing(page)
     if interrupted:
         console.print("interrupted: the case in progress was abandoned; finished rows are kept")
         return 130

@@ -376,6 +376,24 @@ class SweepRun:
             "left_out": self.left_out,
         }
 
+    def say_wall(self, console, wall: dict, page=None) -> None:
+        """The timed share and where the rest went, then each group's efficiency where the
+        report was made (``page``: its ``wall.efficiency``), which run.json's ``wall`` then
+        records too."""
+        self.say_share(console, wall)
+        found = page.wall.efficiency if page is not None else []
+        for line in efficiency_lines(found):
+            console.print(escape(line), soft_wrap=True)
+        if found:
+            run = RunFile.read(self.sweep.out)
+            if run is not None and run.wall is not None:
+                run.wall = {**run.wall, "efficiency": [e.to_json() for e in found]}
+                try:
+                    write_whole(self.sweep.out / RUN, json.dumps(run.to_json(), indent=1))
+                except OSError as err:
+                    said = output_error(self.sweep.out, err, "writing run.json")
+                    console.print(f"[yellow]warning[/yellow]: {escape(str(said))}")
+
     def say_share(self, console, wall: dict) -> None:
         """The timed share and where the rest went (``wall``: run.json's figures)."""
         steps = wall["steps"]
@@ -394,3 +412,29 @@ class SweepRun:
             ),
             soft_wrap=True,
         )
+
+
+def efficiency_lines(found: list) -> list[str]:
+    """One line per group (``reports.judge.efficiency``): what the machine's noise allowed in
+    the sweep's time, what the sweep reached, their ratio."""
+    varying = {
+        name
+        for name in (found[0].case if found else {})
+        if len({str(e.case.get(name)) for e in found}) > 1
+    }
+    out = []
+    for e in found:
+        where = f"K={e.k} N={e.n:,}" + "".join(f" {v}={e.case[v]}" for v in sorted(varying))
+        allows = (
+            f"the machine's noise (a pair's log ratio SD {e.s2_pair**0.5:.1%}, a round of "
+            f"every strategy {e.c_round:.2f} s) allows +-{e.ideal:.1%} in the sweep's "
+            f"{e.wall_s:.0f} s"
+        )
+        if e.efficiency is None:
+            out.append(f"efficiency {where}: not measured ({allows}; no interval reached)")
+            continue
+        out.append(
+            f"efficiency {where}: {e.efficiency:.2f}: {allows}; it reached +-{e.reached:.1%} "
+            f"(the median of {e.comparisons} time comparisons' 95% half-widths)"
+        )
+    return out

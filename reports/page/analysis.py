@@ -15,6 +15,7 @@ from typing import Any
 from msgspec import structs
 
 from reports.judge import decision, noise, targets, verdicts
+from reports.judge.efficiency import efficiency
 from reports.judge.rows import pooled, read, strategy_order
 from reports.page import frameworks, profile
 from reports.page.answer import answer, default_case, full_sweep, reset_slopes, unseen
@@ -89,6 +90,7 @@ def report(directory: str | Path) -> Page:
     page = the_run(directory, rows, run)
     chosen = default_case(run, entries)
     judged_all, judged = judge_sweep(every, run, main)
+    page.wall.efficiency = efficiency(every, judged_all.comparisons, page.wall.sweep_s)
     lines = profile.with_traces(directory, case_table(entries, judged))
     return Page(
         **shallow(page),

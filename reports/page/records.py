@@ -22,6 +22,7 @@ from typing import Any
 
 from msgspec import Struct, field, structs
 
+from reports.judge.efficiency import Efficiency
 from reports.judge.targets import Target
 from reports.schema.records import Entry, Paired, Row, RunFile
 from reports.schema.row_parts import (
@@ -289,6 +290,8 @@ class Wall(Struct):
     # before the report, and the timed share, timed-window seconds over them
     sweep_s: float | None = None
     timed_share: float | None = None
+    # per group, the half-width reached against what the wall allowed (judge.efficiency)
+    efficiency: list[Efficiency] = field(default_factory=list)
 
 
 class CaseProfile(Struct):
