@@ -90,18 +90,18 @@ def test_only_the_strategies_still_open_get_processes():
 
 
 def test_a_strategy_stays_open_only_for_a_comparison_more_rounds_could_decide():
-    """A look's futility stop (``Look.decidable``): in one group, lazy against native lies 0.1%
-    beyond the margin (SE 0.4%, 8 processes a side: power about 1% in 4 more rounds), block
-    against native 1% beyond it; only block and native stay open. With no round left, none."""
+    """A look's futility stop (``Look.decidable``): in one group, lazy against native 2% (SE
+    1.5%, 8 processes a side: power about 0 to clear 1 in one more round), block against native
+    4.5% (power about 85%); only block and native stay open. With no round left, none."""
     from reports.schema.settings import LOOP
     from reports.schema.verdict_records import Comparison
 
-    def unclear(a: str, beyond: float) -> Comparison:
+    def unclear(a: str, log: float) -> Comparison:
         c = Comparison(a, "native", 1, 0, dict.fromkeys(LOOP), "window", processes=[8, 8])
-        return c.measured(stats.interval(math.log1p(0.02) + beyond, 0.004**2, 14.0))
+        return c.measured(stats.interval(log, 0.015**2, 14.0))
 
-    found = budget.Look({}, 2, [], [unclear("lazy", 0.001), unclear("block", 0.01)])
-    narrowed = found.decidable(4, 0.02)
+    found = budget.Look({}, 2, [], [unclear("lazy", 0.02), unclear("block", 0.045)])
+    narrowed = found.decidable(1, 0.02)
     assert list(narrowed.open.values()) == [{"block", "native"}]
     assert narrowed.futile == 1 and narrowed.unclear == 2
     assert found.decidable(0, 0.02).open == {} and found.decidable(0, 0.02).futile == 2

@@ -123,8 +123,10 @@ def test_a_groups_noise_is_the_pooled_variance_of_process_figures_with_its_df():
     assert spread.variance == pytest.approx(math.log(1.02) ** 2 / 2)
     assert (spread.df, spread.processes, spread.strategies) == (1, 3, 2)
     assert spread.pooled_from == [] and spread.measured
-    half = stats.t_quantile(0.975, 1) * math.sqrt(spread.variance * 2 / 1.5)
-    assert spread.resolution == pytest.approx(math.expm1(math.log1p(0.02) + half))
+    # at the level direction is decided (ALPHA x DIRECTION_SHARE, two-sided)
+    level = 1 - stats.ALPHA * stats.DIRECTION_SHARE / 2
+    half = stats.t_quantile(level, 1) * math.sqrt(spread.variance * 2 / 1.5)
+    assert spread.resolution == pytest.approx(math.expm1(half))
 
 
 def test_strategies_sharing_processes_pool_a_variance_worth_their_processes_df():
@@ -205,13 +207,38 @@ def test_processes_that_agree_by_chance_never_give_an_interval_narrower_than_the
     assert result.noise_floor[0].to_json()["within_sd"] == pytest.approx(math.expm1(twin.se))
 
 
-def test_a_significant_difference_inside_min_effect_is_same_not_higher():
+def test_the_margins_claim_first_then_direction_against_ratio_1_at_any_size():
+    """``judge``: the margin's claim (``same`` inside it, ``higher``/``lower`` beyond it, by
+    where the estimate lies) at alpha; otherwise the interval clear of 1 at the direction's
+    level (a tenth of alpha) is ``lower``/``higher`` at any size; neither is ``unclear``."""
     c = Comparison("a", "b", 1, 0, {}, "window", ci_low=1.005, ci_high=1.015,
-                   log=math.log(1.01), ci90_low=1.006, ci90_high=1.014, q=1e-6)  # fmt: skip
-    assert verdicts.judge(c, 0.02) == "same"
-    higher = structs.replace(c, log=math.log(1.03), ci90_high=1.04)
-    assert verdicts.judge(higher, 0.02) == "higher"
-    assert verdicts.judge(structs.replace(higher, q=0.2), 0.02) == "unclear"
+                   log=math.log(1.01), ci90_low=1.006, ci90_high=1.014)  # fmt: skip
+    assert verdicts.judge(c, 1e-6, 1e-6, 0.02) == "same"
+    assert verdicts.judge(c, 0.3, 1e-4, 0.02) == "higher"  # 1% slower, clear of 1: decided
+    assert verdicts.judge(structs.replace(c, log=-0.01), 0.3, 1e-4, 0.02) == "lower"
+    assert verdicts.judge(c, 0.3, 0.01, 0.02) == "unclear"  # clear of 1 at 5%, not at 0.5%
+    assert verdicts.judge(structs.replace(c, ci_low=None), 1e-6, 1e-6, 0.02) == "unclear"
+    beyond = structs.replace(c, log=math.log(1.05))
+    assert verdicts.judge(beyond, 0.01, 0.2, 0.02) == "higher"  # beyond the margin at alpha
+
+
+def test_a_decided_direction_says_whether_it_clears_the_margin_and_unclear_says_why():
+    def made(log: float, se: float) -> Comparison:
+        c = Comparison("a", "b", 1, 0, {}, "window", processes=[20, 20])
+        return c.measured(stats.interval(log, se**2, 38.0))
+
+    # 1.8% slower, its interval 1.0-2.6%: neither inside the margin nor clear of it
+    inside, beyond = made(math.log(1.018), 0.004), made(math.log(1.05), 0.002)
+    # an interval wider than the margin; one as narrow as it reaching past it and to 1
+    wide, edge = made(0.0, 0.02), made(math.log(1.01), 0.008)
+    verdicts.decide_time([inside, beyond, wide, edge], 0.02)
+    assert (inside.verdict, inside.beyond, inside.why) == ("higher", False, None)
+    assert (beyond.verdict, beyond.beyond, beyond.why) == ("higher", True, None)
+    assert wide.verdict == "unclear" and wide.why.startswith("too few data")
+    assert edge.verdict == "unclear" and edge.why.startswith("on the margin")
+    assert (wide.beyond, edge.beyond) == (None, None)
+    assert beyond.to_json()["beyond"] is True and "beyond" not in wide.to_json()
+    assert wide.to_json()["why"] == wide.why
 
 
 def test_every_unordered_pair_once_per_metric_and_k():
@@ -297,25 +324,23 @@ def test_median_ci_is_the_order_statistic_interval_of_its_definition(n):
 
 # -- issue 49: alpha spent over the looks taken, each side's own floor, same under control --------
 def test_a_comparison_too_near_the_margin_for_the_rounds_left_is_not_decidable():
-    """The futility stop (``verdicts.decidable``): 8 processes a side, SE 0.4%, margin 2%; 4
-    more processes a side give SE 0.327%, the estimate moving by SD 0.231% meanwhile."""
-    margin = math.log1p(0.02)
+    """The futility stop (``verdicts.decidable``): 8 processes a side, SE 1.5%, margin 2%. One
+    more process a side gives SE 1.41%, the estimate moving by SD 0.5% meanwhile: clearing 1 at
+    the direction's level (z 2.81) needs an estimate past 3.97%, and none can fall 1.645 SE
+    inside a 2% margin."""
 
-    def unclear(log):
+    def unclear(log, se=0.015):
         c = Comparison("a", "b", 1, 0, {}, "window", processes=[8, 8])
-        return c.measured(stats.interval(log, 0.004**2, 14.0))
+        return c.measured(stats.interval(log, se**2, 14.0))
 
-    # 0.1% beyond the margin: clearing it by 1.96 x 0.327% has power 1%, falling inside by
-    # 1.645 x 0.327% 0.3%: below 10%, so no strategy stays open for it
-    assert not verdicts.decidable(unclear(margin + 0.001), 4, 0.02)
-    assert not verdicts.decidable(unclear(margin - 0.001), 4, 0.02)  # inside, the same way
-    # 0.6% beyond: power 43%; far inside (ratio 1): power 1
-    assert verdicts.decidable(unclear(margin + 0.006), 4, 0.02)
-    assert verdicts.decidable(unclear(0.0), 4, 0.02)
-    # 24 more processes a side: the estimate may move enough that 0.1% beyond is worth them
-    assert verdicts.decidable(unclear(margin + 0.001), 24, 0.02)
+    assert not verdicts.decidable(unclear(0.02), 1, 0.02)  # power about 0
+    assert not verdicts.decidable(unclear(-0.02), 1, 0.02)  # the other way, the same
+    assert verdicts.decidable(unclear(0.045), 1, 0.02)  # power about 85%
+    assert verdicts.decidable(unclear(0.0, se=0.004), 4, 0.02)  # far inside: same is near
+    # 24 more processes a side: SE 0.75%, the estimate moving by 1.3%: 2% is worth them
+    assert verdicts.decidable(unclear(0.02), 24, 0.02)
     # no round left: nothing undecided is decidable; no interval yet: decidable while rounds are
-    assert not verdicts.decidable(unclear(margin + 0.006), 0, 0.02)
+    assert not verdicts.decidable(unclear(0.045), 0, 0.02)
     assert verdicts.decidable(Comparison("a", "b", 1, 0, {}, "window"), 1, 0.02)
 
 

@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from reports.judge import decision
-from reports.judge.wording import ratio_text
+from reports.judge.wording import ratio_text, word_text
 from reports.page import analysis
 from reports.page.records import CaseMemory, Page
 from reports.schema.row_parts import Summary
@@ -52,10 +52,10 @@ def print_summary(
         for f in floors
     )
     console.print(
-        f"verdicts: higher/lower when significantly beyond min-effect "
-        f"{judged.min_effect:.0%} over the sweep's {judged.error_control.comparisons} time "
-        f"comparisons (Benjamini-Hochberg); resolution (the smallest difference "
-        f"this sweep tells apart) {resolution or '-'}"
+        f"verdicts: same inside min-effect {judged.min_effect:.0%}, else higher/lower where "
+        f"the interval is clear of 1 (beyond the margin where it clears that too), over the "
+        f"sweep's {judged.error_control.comparisons} time comparisons (Benjamini-Hochberg); "
+        f"resolution (the smallest difference this sweep tells apart) {resolution or '-'}"
     )
     if report.noisy:
         console.print(
@@ -82,9 +82,10 @@ def build_lines(report: Page) -> list[str]:
     for line in report.builds:
         c = line.get("window")
         if c is not None:
+            word = word_text(c, report.verdicts.min_effect)
             out.append(
                 f"working tree against base {report.base[:12]}: {line['strategy']} "
-                f"K={line['k']} N={line['n']:,} window {c.verdict}, {ratio_text(c)}"
+                f"K={line['k']} N={line['n']:,} window {word}, {ratio_text(c)}"
             )
     out += [f"measured at the working tree only: {m}" for m in report.base_missing]
     return out
@@ -135,7 +136,7 @@ def case_table(report: Page, directory: Path) -> Table:
             f"{line.n:,}",
             _ms(window.median_s),
             ratio_text(line.overhead),
-            f"{ratio_text(vs)} {vs.verdict}" if vs else "-",
+            f"{ratio_text(vs)} {word_text(vs, report.verdicts.min_effect)}" if vs else "-",
             _mib(memory.held_bytes),
             _mib(memory.peak_bytes),
             f"{check.max_rel_diff:.1e}" if check else "-",
@@ -163,7 +164,7 @@ def flavour_table(report: Page) -> Table:
             f"{line.n:,}",
             line.grad_sync,
             _ms(line.window.median_s),
-            f"{ratio_text(vs)} {vs.verdict}" if vs else "-",
+            f"{ratio_text(vs)} {word_text(vs, report.verdicts.min_effect)}" if vs else "-",
             _count(collectives.reduce_scatter),
             _count(collectives.allreduce),
             _mib(line.held_bytes),

@@ -24,7 +24,8 @@ RULE = (
     "never withholds one); the slower are the candidates whose window verdict against another "
     "candidate is higher; the fastest is the remaining candidate with the lowest paired "
     "overhead; the tie set is every remaining candidate whose window verdict against the "
-    "fastest is not higher (same, unclear or lower); the choice is the tie set's leanest: "
+    "fastest is not higher (same, unclear or lower) and whose 95% interval against it does "
+    "not lie above 1; the choice is the tie set's leanest: "
     "lower peak memory by its verdict, then, where peaks are same, lower held memory, then, "
     "where that is same too, the first in the reports' order (native, then by name). Open: an "
     "unclear window verdict of the choice against the fastest (more processes could put the "
@@ -87,7 +88,9 @@ def decide(here: list[Entry], result: VerdictFile, resolution: float | None) -> 
     ties = []
     for e in remaining:
         c = verdict(e.strategy, fastest, "window")
-        if c is not None and c.verdict == Verdict.HIGHER:
+        # higher, or a 95% interval above 1 that a stricter level leaves undecided: a leaner
+        # strategy measurably slower than the fastest is no tie (issue 62)
+        if c is not None and (c.verdict == Verdict.HIGHER or (c.ci_low or 0) > 1):
             slower.append(e.strategy)
         else:
             ties.append(e.strategy)
@@ -167,7 +170,7 @@ def why(out: Decision, here: list[Entry], lead) -> str:
         if mine is not None and rest:
             text += f" ({mib(mine)} MiB; the others {mib(min(rest))}"
             text += f"-{mib(max(rest))} MiB)" if max(rest) != min(rest) else " MiB)"
-    else:
+    elif others:  # none where every other candidate is slower (by "time")
         tied = ", ".join(f"`{s}`" for s in others)
         text += f"; it ties with {tied} on time and memory, and comes first in the order"
     return text + "."

@@ -38,8 +38,8 @@ NOISE_METHOD = (
     "processes' pairs show (Yuen's standard error of a trimmed mean, averaged over that side's "
     "processes; within_sd: the group's average, which floors sd); a group without df borrows "
     "from the groups with the same settings at other K and N (pooled_from). resolution: "
-    "min_effect plus the half-width of the 95% interval of two strategies at the group's "
-    "processes per strategy (the difference called about half the time)"
+    "the half-width of the interval of two strategies at the group's processes per strategy, "
+    "at the level direction is decided (the difference called about half the time)"
 )
 
 MACHINE_METHOD = (
@@ -182,9 +182,9 @@ def noise(
             machines.process_machines([reference] if reference else []),
         )
         count = len(set(machines.process_machines(here).values()))
-        resolution = stats.resolution(variance, df, processes, min_effect)
+        resolution = stats.resolution(variance, df, processes)
         if count > 1:  # what an unpaired comparison across its machines could tell apart
-            resolution = across_resolution(variance, df, processes, between, count, min_effect)
+            resolution = across_resolution(variance, df, processes, between, count)
         out[g] = GroupNoise(
             k=g[0],
             n=g[1],
@@ -221,18 +221,17 @@ def across_resolution(
     processes: float,
     between: machines.Spread,
     count: int,
-    min_effect: float,
 ) -> float | None:
     """The resolution of a group whose processes ran on ``count`` machines: two strategies'
     processes spread evenly over them, so that each side's mean carries the spread between
     machines over ``count``: the half-width of such a comparison's interval as
-    ``across_machines`` widens it (``stats.widened``); None where that spread is not measured
-    (such comparisons are ``unclear``)."""
+    ``across_machines`` widens it (``stats.widened``), at the level direction is decided;
+    None where that spread is not measured (such comparisons are ``unclear``)."""
     if variance is None or df <= 0 or processes <= 0 or not between.measured:
         return None
     two = {"log": 0.0, "se": math.sqrt(variance * 2 / processes), "df": df, "method": ""}
     wide = stats.widened(two, between.variance * 2 / count, between.df, MACHINE_LEVEL)
-    return math.expm1(math.log1p(min_effect) + math.log(wide["ci_high"]))
+    return math.expm1(stats.direction_t(wide["df"]) * wide["se"])
 
 
 def memory_floors(entries: list[Entry]) -> dict[str, float]:
@@ -261,20 +260,20 @@ def case_fields(entry: Entry) -> dict[str, Any]:
     return {name: getattr(entry, name) for name in LOOP}
 
 
-def paired_resolution(
-    spreads: dict[tuple, GroupNoise], comparisons: list[Comparison], min_effect: float
-) -> None:
+def paired_resolution(spreads: dict[tuple, GroupNoise], comparisons: list[Comparison]) -> None:
     """A group whose strategies shared processes (paired comparisons) can tell apart less than
-    its unpaired figure says: its resolution becomes min_effect plus the median half-width of
-    its paired comparisons' 95% intervals (in ``spreads``)."""
+    its unpaired figure says: its resolution becomes the median half-width of its paired
+    comparisons' intervals at the level direction is decided (``stats.resolution``), in
+    ``spreads``."""
     halves: dict[tuple, list[float]] = defaultdict(list)
     for c in comparisons:
-        if c.timed and c.paired and c.ci_high is not None and c.log is not None:
-            halves[(c.k, c.n, repr(sorted(c.case.items())))].append(math.log(c.ci_high) - c.log)
+        if c.timed and c.paired and c.se is not None and c.df and c.ci_high is not None:
+            key = (c.k, c.n, repr(sorted(c.case.items())))
+            halves[key].append(stats.direction_t(c.df) * c.se)
     for key, spread in spreads.items():
         here = halves.get((spread.k, spread.n, repr(sorted(spread.case.items()))))
         if here:
-            half = math.log1p(min_effect) + statistics.median(here)
+            half = statistics.median(here)
             spreads[key] = structs.replace(
                 spread,
                 resolution=math.expm1(half),

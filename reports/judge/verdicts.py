@@ -58,14 +58,14 @@ DEFAULT_MIN_EFFECT = 0.02
 RULE = (
     "time: a Student-t interval of per-process figures (each side's own variance with 4+ "
     "processes, Welch df; else the group's pooled variance; each side never below what its "
-    "own processes' pairs show); each comparison tests one claim, higher/lower where its "
-    "estimate lies beyond min_effect (a t-test that it lies beyond 1 +- min_effect: the 95% "
-    "interval clear of it), "
-    "else same (two one-sided tests "
-    "that it lies inside 1 +- min_effect); the claim holds where its Benjamini-Hochberg q over "
-    "the sweep's time comparisons is below alpha, 0.05 spent over the looks the sweep took "
-    "(Lan-DeMets, O'Brien-Fleming type); otherwise unclear. memory: exact, beyond max(min_effect, "
-    "memory floor) of the larger is lower/higher, else same"
+    "own processes' pairs show); the margin's claim, one per comparison by where its "
+    "estimate lies: same where two one-sided tests put it inside 1 +- min_effect, higher/lower "
+    "where a t-test puts it beyond; else higher/lower where the t-test of ratio 1 puts "
+    "it clear of 1, at any size, at a tenth of alpha (beyond: its 95% interval clears the "
+    "margin); each family's p adjusted by Benjamini-Hochberg over the sweep's "
+    "time comparisons, 0.05 spent over the looks the sweep took (Lan-DeMets, O'Brien-Fleming "
+    "type); otherwise unclear, saying why (too few data, or on the margin). memory: exact, "
+    "beyond max(min_effect, memory floor) of the larger is lower/higher, else same"
 )
 # where a sweep ran on more than one machine (machines.machine_of), RULE and NOISE_METHOD go on
 MACHINE_RULE = (
@@ -131,31 +131,67 @@ def memory_figure(entry: Entry, key: str) -> float | None:
     return statistics.median(values) if values else None
 
 
-def claim_p(c: Comparison, min_effect: float) -> float | None:
-    """The p-value of the one claim a time comparison could make: ``higher``/``lower`` (a
-    t-test that it lies beyond 1 +- min_effect, ``claims.beyond_p``) where its estimate
-    lies beyond min_effect, else ``same`` (two one-sided tests that it lies inside 1 +-
-    min_effect, ``claims.equivalence_p``). Each claim's null ends at the margin, so each claim is
-    controlled as the other is; only one comparison's claim is tested, one test of the sweep's
-    family. (``c.p``, the t-test of ratio 1, is reported, not judged.)"""
-    if c.log is None or c.ci_low is None:
-        return None
+DIRECTION_SHARE = stats.DIRECTION_SHARE
+
+
+def claim_p(c: Comparison, min_effect: float) -> tuple[float | None, float | None]:
+    """The p-values of the two claims a time comparison tests. First the claim of the margin,
+    one per comparison: ``higher``/``lower`` beyond it (a t-test that the ratio lies beyond 1
+    +- min_effect, ``claims.beyond_p``) where its estimate lies beyond min_effect, else
+    ``same`` (two one-sided tests that it lies inside, ``claims.equivalence_p``); each null
+    ends at the margin, so each claim is controlled as the other is. Then direction at any
+    size: the t-test of ratio 1 (``c.p``: the interval clear of 1, as criterion.rs and pyperf
+    decide it). (None, None) without an interval."""
+    if c.log is None or c.ci_low is None or c.p is None:
+        return None, None
     margin = math.log1p(min_effect)
     c.p_same = claims.equivalence_p(c.log, c.se, c.df, margin)
     c.p_beyond = claims.beyond_p(c.log, c.se, c.df, margin)
-    return c.p_beyond if abs(c.log) > margin else c.p_same
+    return (c.p_beyond if abs(c.log) > margin else c.p_same), c.p
 
 
-def judge(c: Comparison, min_effect: float, alpha: float = stats.ALPHA) -> Verdict:
-    """The word of a time comparison whose q (its claim's p, ``claim_p``, adjusted over the
-    sweep) is known: when q < alpha, ``higher``/``lower`` with the estimate beyond min_effect,
-    else ``same``; otherwise ``unclear``. (One comparison at alpha 0.05: ``same`` is the 90%
-    interval inside 1 +- min_effect.)"""
-    if c.log is None or c.ci_low is None or c.q is None or c.q >= alpha:
+def judge(
+    c: Comparison,
+    q_margin: float | None,
+    q_direction: float | None,
+    min_effect: float,
+    alpha: float = stats.ALPHA,
+) -> Verdict:
+    """The word of a time comparison from its claims' q (``claim_p``'s, each family adjusted
+    over the sweep): where q_margin < alpha, its margin claim (``higher``/``lower`` with the
+    estimate beyond min_effect, else ``same``: the interval inside the margin comes first);
+    else ``higher``/``lower`` by the estimate's sign where q_direction < alpha x
+    ``DIRECTION_SHARE`` (the interval clear of 1, at any size); otherwise ``unclear``."""
+    if c.log is None or c.ci_low is None:
         return Verdict.UNCLEAR
-    if abs(c.log) > math.log1p(min_effect):
+    if q_margin is not None and q_margin < alpha:
+        if abs(c.log) > math.log1p(min_effect):
+            return Verdict.HIGHER if c.log > 0 else Verdict.LOWER
+        return Verdict.SAME
+    if q_direction is not None and q_direction < alpha * DIRECTION_SHARE:
         return Verdict.HIGHER if c.log > 0 else Verdict.LOWER
-    return Verdict.SAME
+    return Verdict.UNCLEAR
+
+
+def beyond_margin(c: Comparison, min_effect: float) -> bool:
+    """Whether a comparison's 95% interval lies clear of the margin (``beyond`` in the files:
+    "beyond the 2% margin" beside its word)."""
+    if c.ci_low is None or c.ci_high is None:
+        return False
+    return c.ci_low > 1 + min_effect or c.ci_high < 1 / (1 + min_effect)
+
+
+def unclear_why(c: Comparison, min_effect: float) -> str:
+    """Why an ``unclear`` time comparison is so: no interval; too few data (its 95% interval
+    wider than the margin: more processes narrow it); or a difference on the margin (an
+    interval no wider than it, reaching past the margin on one side and to ratio 1 or near it
+    on the other)."""
+    if c.ci_low is None or c.ci_high is None:
+        return "no interval"
+    half = (math.log(c.ci_high) - math.log(c.ci_low)) / 2
+    if half > math.log1p(min_effect):
+        return f"too few data: its interval +-{math.expm1(half):.1%} is wider than the margin"
+    return "on the margin: neither inside it nor clear of 1 at the level direction is decided"
 
 
 # a comparison whose conditional power is below this is not worth another round (a futility stop)
@@ -168,9 +204,10 @@ def decidable(c: Comparison, added: int, min_effect: float) -> bool:
     current estimate (Lan, Simon & Halperin 1982, stochastic curtailment) is at least
     ``LEAST_POWER``. Those processes would shrink its SE by sqrt(n / (n + added)) (n: its fewer
     side's processes) to ``final``, while its estimate moves by a normal of SD sqrt(se^2 -
-    final^2); the power is the chance that the estimate then clears the margin by 1.96 final
-    (``lower``/``higher``) or lies inside it by 1.645 final (``same``), with no adjustment over
-    the sweep or its looks (optimistic). One it calls undecidable keeps no strategy in the
+    final^2); the power is the chance that the estimate then clears ratio 1 by z final, z the
+    normal's quantile at the direction's level (``lower``/``higher``, ``DIRECTION_SHARE``), or
+    lies inside the margin by 1.645 final (``same``), with no adjustment over the sweep or its
+    looks (optimistic). One it calls undecidable keeps no strategy in the
     rotation (a futility stop, never binding: it leaves a claim untested, so no error rate
     grows); one without an interval yet is decidable while rounds are left, none without."""
     if added <= 0:
@@ -187,7 +224,8 @@ def decidable(c: Comparison, added: int, min_effect: float) -> bool:
             return float(room > z * final)
         return float(stats.sps.norm.cdf((room - z * final) / move))
 
-    return power(beyond, 1.96) + power(-beyond, 1.645) >= LEAST_POWER
+    z = float(stats.sps.norm.ppf(1 - stats.ALPHA * DIRECTION_SHARE / 2))
+    return power(abs(c.log), z) + power(-beyond, 1.645) >= LEAST_POWER
 
 
 def decide_time(
@@ -199,11 +237,16 @@ def decide_time(
     (``claims.look_alpha`` while a sweep adds rounds, ``final_alpha`` for its report: alpha
     spent over the looks taken)."""
     timed = [c for c in comparisons if c.timed]
-    qs = claims.adjusted([claim_p(c, min_effect) for c in timed])
-    for c, q in zip(timed, qs, strict=True):
-        c.q = q
-        c.significant = q is not None and q < alpha and abs(c.log) > math.log1p(min_effect)
-        c.verdict = judge(c, min_effect, alpha)
+    ps = [claim_p(c, min_effect) for c in timed]
+    q_margin = claims.adjusted([margin for margin, _ in ps])
+    q_direction = claims.adjusted([direction for _, direction in ps])
+    for c, qm, qd in zip(timed, q_margin, q_direction, strict=True):
+        c.verdict = judge(c, qm, qd, min_effect, alpha)
+        by_direction = c.verdict in (Verdict.LOWER, Verdict.HIGHER) and not (qm and qm < alpha)
+        c.q = qd if by_direction else qm  # the claim that decided; unclear: the margin's
+        c.significant = c.verdict in (Verdict.LOWER, Verdict.HIGHER)
+        c.beyond = beyond_margin(c, min_effect) if c.significant else None
+        c.why = unclear_why(c, min_effect) if c.verdict == Verdict.UNCLEAR else None
 
 
 def compare_time(ea, eb, spread: GroupNoise | None, across: bool = False) -> dict[str, Any]:
@@ -366,7 +409,7 @@ def verdicts(
     settings = loop_verdicts(ok, spreads, "settings")  # --compare-settings, paired in-process
     family = [*comparisons, *grad_sync, *settings]
     decide_time(family, min_effect, alpha)
-    paired_resolution(spreads, comparisons, min_effect)
+    paired_resolution(spreads, comparisons)
     return VerdictFile(
         min_effect=min_effect,
         noise_floor=[s for _, s in sorted(spreads.items(), key=lambda item: value_order(item[0]))],

@@ -32,3 +32,14 @@ def interval_text(
     if exact or getattr(x, "metric", None) in MEMORY_KEYS:
         return "exact"
     return "no interval"
+
+
+def word_text(c: Comparison, min_effect: float | None = None) -> str:
+    """A comparison's word as a line of text says it: ``higher``, ``higher (beyond the 2%
+    margin)`` where its interval also clears the margin, ``unclear (too few data ...)``."""
+    if getattr(c, "beyond", None):
+        margin = f"the {min_effect:.0%} margin" if min_effect is not None else "the margin"
+        return f"{c.verdict} (beyond {margin})"
+    if getattr(c, "why", None):
+        return f"{c.verdict} ({c.why.split(':')[0]})"
+    return str(c.verdict)

@@ -115,8 +115,9 @@ class Comparison(Struct, forbid_unknown_fields=True):
     # (None: one); unpaired, its interval carries the variance between machines too
     machines: int | None = None
     noisy: bool = False  # a side ran under CPU pressure (noise.case_noise)
-    # time: its claim's p (p_beyond where the estimate is beyond min_effect, else p_same)
-    # adjusted over the sweep (Benjamini-Hochberg: verdicts.claim_p)
+    # time: the p of the claim that decided its word (p for lower/higher decided against ratio
+    # 1, else the margin's claim's: p_beyond or p_same) adjusted over the sweep
+    # (Benjamini-Hochberg, each family: verdicts.decide_time)
     q: float | None = None
     # time: the p of two one-sided tests that the ratio lies inside 1 +- min_effect
     # (claims.equivalence_p); absent in files older than that rule
@@ -124,6 +125,11 @@ class Comparison(Struct, forbid_unknown_fields=True):
     # time: the p of the one-sided test that the ratio lies beyond 1 +- min_effect on its
     # estimate's side (claims.beyond_p); absent in files older than that rule
     p_beyond: float | None = None
+    # time, decided lower/higher: whether its 95% interval also clears the margin ("beyond the
+    # 2% margin"); absent in files older than the rule that decides direction against ratio 1
+    beyond: bool | None = None
+    # time, unclear: why, in a few words ("too few data", "on the margin"; verdicts.unclear_why)
+    why: str | None = None
 
     @property
     def timed(self) -> bool:
@@ -170,6 +176,9 @@ class Comparison(Struct, forbid_unknown_fields=True):
             if key == "test":
                 out.update(self.test())
             elif key != "q" or self.timed:
+                out[key] = getattr(self, key)
+        for key in ("beyond", "why"):  # only where the rule said something
+            if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
         return out
 
