@@ -116,8 +116,9 @@ def test_the_interval_called_95_percent_covers_the_truth_95_percent_of_the_time(
 @pytest.mark.slow  # 200 simulated sweeps
 def test_a_five_percent_difference_is_higher_and_twins_are_same_with_enough_processes():
     """200 simulated sweeps of 20 processes per strategy (2% SD between processes): native's
-    twin is never lower or higher and mostly same; 5% slower is higher. Measured over 1,000
-    seeds (not only these 200): twin same 856, unclear 144, lower/higher 0; slow higher 1,000."""
+    twin is lower or higher in at most 1% of them (the contract: direction is decided against
+    ratio 1 too, at a twentieth of alpha) and mostly same; 5% slower is higher. Measured over
+    seeds 0-299: twin lower/higher 1 (0.33%); at seeds 0-199, same 83.5%."""
     truth = {"native": 0.0, "twin": 0.0, "slow": math.log(1.05)}
     words: dict[str, list[str]] = {"slow": [], "twin": []}
     for seed in range(200):
@@ -128,7 +129,8 @@ def test_a_five_percent_difference_is_higher_and_twins_are_same_with_enough_proc
             if c.metric == "window" and "native" in (c.a, c.b):
                 c = c if c.b == "native" else c.inverted()
                 words[c.a].append(c.verdict)
-    assert "lower" not in words["twin"] and "higher" not in words["twin"]
+    called = words["twin"].count("lower") + words["twin"].count("higher")
+    assert called / len(words["twin"]) <= 0.01, called
     assert words["twin"].count("same") / len(words["twin"]) > 0.7, words["twin"]
     assert words["slow"].count("higher") / len(words["slow"]) > 0.95
 
@@ -252,16 +254,17 @@ def _rotated_sweep(seed: int) -> list[Comparison]:
     return [c for c in comparisons if c.timed and "alone" in (c.a, c.b) and not {c.a, c.b} & slow]
 
 
-@pytest.mark.slow  # 300 simulated sweeps, about 17 s
+@pytest.mark.slow  # 1,000 simulated sweeps, about 60 s
 def test_strategies_sharing_processes_give_the_pooled_variance_the_df_of_their_processes():
     """A shared process's offset is in every figure it gave: six strategies' sums of squares
     over 3 shared processes are worth about 2 df, not 2 each (``stats.shared_df``). ``alone``
     against each of five twins, judged by the pooled variance (fewer than 4 processes a side),
     over 1,000 seeds: with the df counted per strategy (15), the 95% interval covered the truth
     in 85.2% and a twin was lower/higher in 2.46% of 5,000 comparisons; with the shared df
-    (2), 97.1% and 0.62%. This test runs seeds 0-299 (measured: 97.0%, 0.93%)."""
+    (2), 97.1% and 0.62% by the margin's claims alone; with direction against 1 at a twentieth
+    of alpha besides, 0.82% (seeds 0-299 alone: 1.27%, too few for a 1% line: so 1,000)."""
     covered = false = total = 0
-    for seed in range(300):
+    for seed in range(1000):
         for c in _rotated_sweep(seed):
             total += 1
             covered += c.ci_low <= 1.0 <= c.ci_high

@@ -61,7 +61,7 @@ RULE = (
     "own processes' pairs show); the margin's claim, one per comparison by where its "
     "estimate lies: same where two one-sided tests put it inside 1 +- min_effect, higher/lower "
     "where a t-test puts it beyond; else higher/lower where the t-test of ratio 1 puts "
-    "it clear of 1, at any size, at a tenth of alpha (beyond: its 95% interval clears the "
+    "it clear of 1, at any size, at a twentieth of alpha (beyond: its 95% interval clears the "
     "margin); each family's p adjusted by Benjamini-Hochberg over the sweep's "
     "time comparisons, 0.05 spent over the looks the sweep took (Lan-DeMets, O'Brien-Fleming "
     "type); otherwise unclear, saying why (too few data, or on the margin). memory: exact, "
