@@ -24,8 +24,8 @@ RULE = (
     "never withholds one); the slower are the candidates whose window verdict against another "
     "candidate is higher; the fastest is the remaining candidate with the lowest paired "
     "overhead; the tie set is every remaining candidate whose window verdict against the "
-    "fastest is not higher (same, unclear or lower) and whose 95% interval against it does "
-    "not lie above 1; the choice is the tie set's leanest: "
+    "fastest is not higher (same, unclear or lower), an unclear one only where its 95% "
+    "interval against it does not lie above 1; the choice is the tie set's leanest: "
     "lower peak memory by its verdict, then, where peaks are same, lower held memory, then, "
     "where that is same too, the first in the reports' order (native, then by name). Open: an "
     "unclear window verdict of the choice against the fastest (more processes could put the "
@@ -88,9 +88,11 @@ def decide(here: list[Entry], result: VerdictFile, resolution: float | None) -> 
     ties = []
     for e in remaining:
         c = verdict(e.strategy, fastest, "window")
-        # higher, or a 95% interval above 1 that a stricter level leaves undecided: a leaner
-        # strategy measurably slower than the fastest is no tie (issue 62)
-        if c is not None and (c.verdict == Verdict.HIGHER or (c.ci_low or 0) > 1):
+        # higher, or unclear with a 95% interval above 1 (a stricter level left it undecided):
+        # a leaner strategy measurably slower than the fastest is no tie (issue 62); same is
+        # (a difference inside the margin does not matter)
+        undecided_above = c is not None and c.verdict == Verdict.UNCLEAR and (c.ci_low or 0) > 1
+        if c is not None and (c.verdict == Verdict.HIGHER or undecided_above):
             slower.append(e.strategy)
         else:
             ties.append(e.strategy)
