@@ -358,7 +358,7 @@ def test_a_groups_resolution_across_machines_carries_their_spread_or_is_none():
 
     three, two = group(3), group(2)
     assert three.resolution_from == "across machines" and three.resolution is not None
-    one = verdicts.stats.resolution(three.variance, three.df, three.processes_per_strategy, 0.001)
+    one = verdicts.stats.resolution(three.variance, three.df, three.processes_per_strategy)
     assert three.resolution > one
     assert two.resolution is None and two.machines == 2
 
