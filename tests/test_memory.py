@@ -65,3 +65,29 @@ def test_a_strategys_own_buffer_is_counted_once():
     # every .grad is a view of the one flat buffer: one storage, the parameters' bytes
     assert memory.held_bytes(collector) == param_bytes(model)
     collector.close()
+
+
+@pytest.mark.parametrize("strategy", [None, "native", "flat"])
+def test_the_timeline_is_a_window_of_the_pass_own_replica(workload, data, strategy, tmp_path):
+    """The timeline comes from the memory pass's replica (one window more on CPU, after the
+    tracker), starting from what that replica holds: weights, optimizer state and, for a
+    strategy that keeps them, its gradients; a reset that drops the gradients (the plain loop,
+    native's set_to_none) shows as a fall below the level the window starts at."""
+    figures = memory.memory_pass(workload, strategy, data, tmp_path / "capture.bin")
+    drawn = figures["timeline"]
+    weights = param_bytes(workload.model)
+    # AdamW's two moments exist from the first step: the window starts above 3x the weights
+    assert drawn["start_bytes"] >= 3 * weights
+    levels = [b for _, b in drawn["points"]]
+    assert max(levels) > drawn["start_bytes"]  # the forward's activations
+    labels = [label for label, _ in drawn["phases"]]
+    assert labels[0] == "start" and labels[-1] == "end" and "reset" in labels
+    # the gradients the last window left are in the start level (native drops them at its
+    # reset, the plain loop at the end of its update)
+    assert (drawn["start_bytes"] >= 4 * weights) == (strategy is not None)
+    reset = dict(drawn["phases"])["reset"]
+    at_reset = [b for t, b in drawn["points"] if t <= reset][-1]
+    if strategy == "native":  # set_to_none at the reset: a fall of the gradients' bytes
+        assert at_reset <= drawn["start_bytes"] - weights
+    else:
+        assert at_reset == drawn["start_bytes"]

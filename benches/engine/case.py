@@ -84,15 +84,18 @@ def run_case(spec: CaseSpec) -> dict[str, Any] | None:
     # compiled: every graph (and each new shape's) is compiled here, outside every window
     compile_s = runner.strategy.warm(timed) if spec.recipe.compile else None
     wall.lap("compile")
+    checked: list[float] = []  # the check's windows: the strategy's first warm-up windows
     check, errors = (
         (None, {})
         if spec.time_only
-        else check_gradients(spec, runner.strategy, workload, data, references, parallel)
+        else check_gradients(
+            spec, runner.strategy, workload, data, references, parallel, seconds=checked
+        )
     )
     del references
     wall.lap("gradient_check")
     samples, context, process_figures, collectives, stamps = timed_pairs(
-        spec, runner, workload, timed, counter, wall
+        spec, runner, workload, timed, counter, wall, checked
     )
     if parallel.sharded:
         samples.update(flavour_pairs(spec, runner, timed))
@@ -135,23 +138,38 @@ def run_case(spec: CaseSpec) -> dict[str, Any] | None:
 
 
 def timed_pairs(
-    spec, runner, workload, timed, counter, wall: Wall
+    spec, runner, workload, timed, counter, wall: Wall, checked=()
 ) -> tuple[dict, Memory, Any, list, tuple]:
     """The plain loop beside the strategy's, warm-up, then ``repeat`` timed pairs: the samples
     of every phase, the memory context (RSS, growth per window), psutil's figures of the
-    process and the collectives per window."""
+    process and the collectives per window. ``checked``: the seconds of the gradient check's
+    windows, each with a plain window beside it the process's first warm-up pairs."""
     recipe = spec.recipe
     runner.add_plain()
     alike(runner.strategy, runner.plain)
     if recipe.compile:
         runner.plain.warm(timed)  # the compiled graphs are cached: this only checks shapes
+    before = [s + runner.plain.window(*timed[i % 2])["window"] for i, s in enumerate(checked)]
 
     def warm_pair(i: int) -> float:
         mine, plain, _ = runner.pair(i, *timed[i % 2])
         return mine["window"] + plain["window"]
 
+    def timing(warmed: list[float]) -> int:  # the pairs it will time: what the time left holds
+        if not (spec.deadline and warmed):
+            return spec.pairs_planned
+        left = int((spec.deadline - time.time()) / warmed[-1])
+        return max(spec.repeat, min(spec.pairs_planned, left))
+
     ranked = spec.parallel != "none"  # every rank stops warming up at the same pair
-    warmed = warmup.warm_up(warm_pair, spec.warmup, distributed.every_rank if ranked else None)
+    warmed = warmup.warm_up(
+        warm_pair,
+        spec.warmup,
+        distributed.every_rank if ranked else None,
+        timed=timing,
+        before=before,
+        learned=spec.warm_pairs,
+    )
     wall.lap("warmup")
     if workload.device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(workload.device)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -467,7 +468,7 @@ def window_reference(workload, every, every_tokens, model, module, dtypes, first
 
 
 def check_windows(
-    loop, workload, windows, references, tolerance: float, parallel=None, cache=None
+    loop, workload, windows, references, tolerance: float, parallel=None, cache=None, seconds=None
 ) -> tuple[GradCheck, dict[str, ErrorFigures]]:
     """Check the strategy's gradients over consecutive windows, stepping in between: the worst
     window's check (its ``total_reference`` names the reference of ``total_error``), and the
@@ -480,7 +481,8 @@ def check_windows(
     gradients are gathered whole before they are compared. Without ranks the micro-batch
     gradients of the reference go through the loop's own (compiled) module, and a window may
     also match their sum in the gradient's dtype (``accepted``). ``cache`` (one process, no
-    ranks): the references its strategies share (``References``).
+    ranks): the references its strategies share (``References``); ``seconds``: a list that
+    gets each window's seconds (its update included: a warm-up pair's part, ``engine.warmup``).
     """
     worst: GradCheck | None = None
     figures: dict[str, ErrorFigures] = {}
@@ -505,7 +507,7 @@ def check_windows(
         expected, same_order, total, name = found
         reference = name if w == 0 else reference
         del model, found
-        loop.window(batches, tokens, update=False)
+        timing = loop.window(batches, tokens, update=False)
         got = loop.grads()
         result = accepted(got, expected, same_order, tolerance)
         if w == 0:
@@ -521,7 +523,10 @@ def check_windows(
             worst.max_rel_diff,
         ):
             worst = result
+        began = time.perf_counter()
         loop.update()
+        if seconds is not None:  # the window and its update, as a timed window has them
+            seconds.append(timing["window"] + time.perf_counter() - began)
     assert worst is not None
     worst.windows = len(windows)
     worst.total_reference = reference

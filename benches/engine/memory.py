@@ -153,7 +153,11 @@ def memory_pass(
     timeline_window: bool = True,
 ) -> dict:
     """held_bytes and peak_bytes of ``MEMORY_WINDOWS`` windows of a fresh replica (per rank:
-    under FSDP2 the held gradients are this rank's shards), and a window's timeline."""
+    under FSDP2 the held gradients are this rank's shards), and a window's timeline from the
+    same replica, no replica besides it: on CUDA its last window's (the allocator's history,
+    recorded from before the first window, allocates nothing on the device: the peak is the
+    same), on CPU one window more after the tracker (the profiler's own allocations would reach
+    memray's peak; ``recorded_window``)."""
     gc.collect()
     if workload.device.type == "cuda":
         torch.cuda.empty_cache()
@@ -161,6 +165,8 @@ def memory_pass(
     # a sharded replica is built from the whole model (every weight gathered): shard it before
     # the tracker starts, so that the peak is the window's, not the build's
     sharded = _sharded_replica(workload, parallel)
+    inline = timeline_window and workload.device.type == "cuda"
+    drawn = None
     with PeakTracker(workload.device, capture) as tracker:
         loop = _fresh_loop(workload, strategy, parallel, grad_sync, sharded)
         del sharded
@@ -173,48 +179,65 @@ def memory_pass(
             else:
                 held.append(plain_held_bytes(loop.model))
 
-        for i in range(MEMORY_WINDOWS):
-            loop.window(*data[i % len(data)], on_reset=read_held)
-        loop.close()
-    return {
-        "held_bytes": held[-1],
-        "peak_bytes": tracker.peak(),
-        "peak_method": tracker.method,
-        # after the tracker: the recorder's own allocations must not reach the peak
-        "timeline": (
-            window_timeline(workload, strategy, data, parallel, grad_sync)
-            if timeline_window
-            else None
-        ),
-    }
+        stamps = timeline.Stamps()
+        base = replica_bytes(loop)
+        with timeline.Recorder(workload.device) if inline else contextlib.nullcontext() as rec:
+            for i in range(MEMORY_WINDOWS):
+                last = inline and i == MEMORY_WINDOWS - 1
+                loop.window(
+                    *data[i % len(data)], on_reset=read_held, stamps=stamps if last else None
+                )
+        if inline:
+            drawn = timeline.window_timeline(rec.points(base), stamps, timeline.CUDA_METHOD, base)
+    peak = tracker.peak()
+    if timeline_window and not inline:  # after the tracker: the recorder's own allocations
+        drawn = recorded_window(loop, data[MEMORY_WINDOWS % len(data)])
+    loop.close()
+    return {"held_bytes": held[-1], "peak_bytes": peak, "peak_method": tracker.method,
+            "timeline": drawn}  # fmt: skip
 
 
 def warm_up(workload, data, capture: Path | None, parallel=None, grad_sync: str = "last") -> None:
-    """The memory pass once, of the plain loop, its peak thrown away: what a process allocates
-    the first time it builds a replica, runs the pass and starts a tracker (memray's own first
-    use: about 30-90 KB on tiny CPU) then counts in neither loop's peak, so that whichever pass
-    comes first is not the heavier (native against the plain loop, identical loops: equal
-    within 1%)."""
+    """One window of the plain loop under a tracker, its figures thrown away: what a process
+    allocates the first time it builds a replica, runs a window and starts a tracker (memray's
+    own first use: about 30-90 KB on tiny CPU) then counts in neither loop's peak, so that
+    whichever pass comes first is not the heavier (native against the plain loop, identical
+    loops: equal within 1%). One window is enough: the first-use allocations are the first
+    window's."""
+    sharded = _sharded_replica(workload, parallel)
     try:
-        memory_pass(workload, None, data, capture, parallel, grad_sync, timeline_window=False)
+        with PeakTracker(workload.device, capture):
+            loop = _fresh_loop(workload, None, parallel, grad_sync, sharded)
+            del sharded
+            loop.window(*data[0])
+            loop.close()
     finally:
         if capture is not None:
             capture.unlink(missing_ok=True)
 
 
-def window_timeline(workload, strategy, data, parallel=None, grad_sync: str = "last") -> dict:
-    """Allocated bytes over the second window of a fresh replica (the first warms it up), from
-    what the replica holds before the first: recording from there, a free in the second window
-    of what the first allocated is seen."""
+def recorded_window(loop, window) -> dict | None:
+    """Allocated bytes over one more window of ``loop`` (a replica that ran windows before),
+    CPU: the profiler's memory events from what the replica holds when the window starts
+    (``replica_bytes``). The profiler reports no free of a block allocated before it started,
+    so what the reset drops of the last window's (its gradients, set to None) is taken from the
+    replica itself: the bytes it holds right after the reset against the level recorded there,
+    one step at the reset's mark. Every later free is of the window's own allocations, seen."""
     stamps = timeline.Stamps()
-    loop = _fresh_loop(workload, strategy, parallel, grad_sync)
     base = replica_bytes(loop)
-    with timeline.Recorder(workload.device) as recorder:
-        loop.window(*data[0])
-        loop.window(*data[1 % len(data)], stamps=stamps)
-    loop.close()
-    method = timeline.CUDA_METHOD if workload.device.type == "cuda" else timeline.CPU_METHOD
-    return timeline.window_timeline(recorder.points(base), stamps, method, base)
+    after_reset: list[int] = []
+    with timeline.Recorder(loop.workload.device) as recorder:
+        loop.window(*window, on_reset=lambda: after_reset.append(replica_bytes(loop)),
+                    stamps=stamps)  # fmt: skip
+    points = recorder.points(base)
+    at_reset = dict(stamps.marks)["reset"]
+    seen = [b for t, b in points if t <= at_reset]
+    unseen = after_reset[0] - (seen[-1] if seen else base)
+    if unseen:
+        points = [(t, b + unseen if t > at_reset else b) for t, b in points]
+        points.append((at_reset, (seen[-1] if seen else base) + unseen))
+        points.sort(key=lambda point: point[0])
+    return timeline.window_timeline(points, stamps, timeline.CPU_METHOD, base)
 
 
 def _sharded_replica(workload, parallel):

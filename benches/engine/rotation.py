@@ -75,6 +75,11 @@ class RotatedRunner:
             name: self.loops[name].window(batches, tokens) for name in rotation(self.names, index)
         }
 
+    def drop(self, label: str) -> None:
+        """``label``'s loop out of the rotation (its check failed), its replica freed."""
+        self.loops.pop(label).close()
+        self.names.remove(label)
+
     def close(self) -> None:
         for loop in self.loops.values():
             loop.close()
@@ -112,83 +117,89 @@ def fitting_rounds(planned: int, loops: int, round_s: float, left_s: float) -> i
     return min(planned, max(LEAST_ROUNDS, fit))
 
 
-def rotated_rounds(spec, workload, timed, build_seed: int, lap=None, after=None) -> dict[str, Any]:
-    """A process of several strategies (``spec.rotation``): warm-up rounds until steady
-    (``engine.warmup``), then ``timed_rounds`` timed ones (fewer where ``spec.deadline`` comes
-    first: ``fitting_rounds``), each strategy's windows with the plain loop's of the same round
-    as its pairs. Per strategy the samples a case's timed pairs give (every phase,
-    ``plain_window``, ``plain_reset``, ``cpu_pressure``, ``warmup``); the process's psutil
-    figures and resident set (``rss``: after the warm-up, its peak over the rounds); where
-    ``after`` is given, the process's memory before the first timed round and after each
-    (``footprints``, ``growth.footprint_bytes``, off the clock) and what
-    ``after(runner, footprints)`` returns, called after the timed rounds, before the replicas go
-    (with a deadline, such a process times ``AFTER_ROUNDS`` rounds at the least; what ``after``
-    runs, where the process grew, runs past the deadline).
-    ``lap(step)`` (the case's ``Wall``) is told when the replicas are built and warmed and when
-    the timed rounds end."""
-    runner = RotatedRunner(workload, spec.rotation, build_seed=build_seed)
-    try:
-        if lap is not None:
-            lap("setup")
+def rotated_rounds(
+    spec, runner: RotatedRunner, workload, timed, lap=None, after=None, before=()
+) -> dict[str, Any]:
+    """A process of several strategies (``spec.rotation``, ``runner``'s loops): warm-up rounds
+    until steady (``engine.warmup``: ``before``, the rounds' worth of windows the loops ran
+    already, count; a time-only process runs ``spec.warm_pairs`` untested), then
+    ``timed_rounds`` timed ones (fewer where ``spec.deadline`` comes first:
+    ``fitting_rounds``), each strategy's windows with the plain loop's of the same round as its
+    pairs. Per strategy the samples a case's timed pairs give (every phase, ``plain_window``,
+    ``plain_reset``, ``cpu_pressure``, ``warmup``); the process's psutil figures and resident set
+    (``rss``: after the warm-up, its peak over the rounds); where ``after`` is given, the
+    process's memory before the first timed round and after each (``footprints``,
+    ``growth.footprint_bytes``, off the clock) and what ``after(runner, footprints)`` returns,
+    called after the timed rounds (with a deadline, such a process times ``AFTER_ROUNDS`` rounds
+    at the least; what ``after`` runs, where the process grew, runs past the deadline).
+    ``lap(step)`` (the case's ``Wall``) is told when the rounds are warm and when the timed
+    rounds end. The caller closes ``runner``."""
 
-        def warm_round(i: int) -> float:
-            return sum(w["window"] for w in runner.round(i, *timed[i % 2]).values())
+    def warm_round(i: int) -> float:
+        return sum(w["window"] for w in runner.round(i, *timed[i % 2]).values())
 
-        warmed = warmup.warm_up(warm_round, spec.warmup)
-        if lap is not None:
-            lap("warmup")
-        phases = (*PHASES, "plain_window", "plain_reset", "cpu_pressure")
-        samples = {
-            label: {**{phase: [] for phase in phases}, "warmup": list(warmed)}
-            for label in spec.rotation
-        }
-        rss_after_setup = process.rss_bytes()
-        hwm_reset = memory.reset_peak_rss()
-        figures = process.TimedPairsProcess()
-        rounds = timed_rounds(spec.pairs_planned, len(runner.names))
-        if spec.deadline:  # the sweep's budget: whole turns until then
-            round_s = statistics.median(warmed) if warmed else 0.0
-            left = spec.deadline - time.time()
-            rounds = fitting_rounds(rounds, len(runner.names), round_s, left)
-            if after is not None:
-                # the growth is read around the timed rounds (``growth.quiet``): enough of them
-                # to judge, and no loop's windows alone unless the process grows (then those
-                # windows, ``AFTER_ROUNDS`` rounds' time, run past the deadline)
-                rounds = max(rounds, AFTER_ROUNDS)
-        # the process's footprint before the timed rounds and after each, off the clock: where
-        # the rounds keep nothing, no loop's windows need running alone (``growth.quiet``)
-        footprints = [footprint_bytes(workload.device)] if after is not None else []
-        figures.start()
-        for i in range(rounds):
-            # the data changes every two rounds, so each direction of the rotation meets both
-            stall, start = psi_cpu("total"), time.perf_counter()
-            windows = runner.round(len(warmed) + i, *timed[(i // 2) % 2])
-            wall, stalled = time.perf_counter() - start, psi_cpu("total")
-            pressure = (stalled - stall) / 1e6 / wall if None not in (stall, stalled) else None
-            for label in spec.rotation:
-                for phase, seconds in windows[label].items():
-                    samples[label][phase].append(seconds)
-                samples[label]["plain_window"].append(windows[PLAIN]["window"])
-                samples[label]["plain_reset"].append(windows[PLAIN]["reset"])
-                samples[label]["cpu_pressure"].append(pressure)
-            if after is not None:
-                footprints.append(footprint_bytes(workload.device))
-            figures.sample()
-        if lap is not None:
-            lap("timed_pairs")
-        rss = {
-            "rss_after_setup_bytes": rss_after_setup,
-            "peak_rss_bytes": memory.status_bytes("VmHWM") if hwm_reset else None,
-            "peak_rss_is_since_setup": hwm_reset,
-        }
-        return {
-            "rss": rss,
-            "samples": samples,
-            "process": figures.figures(),
-            "pairs_stamps": figures.stamps,
-            "build_order": runner.build_order,
-            "footprints": footprints,
-            "after": after(runner, footprints) if after is not None else None,
-        }
-    finally:
-        runner.close()
+    planned = timed_rounds(spec.pairs_planned, len(runner.names))
+
+    def timing(warmed: list[float]) -> int:  # the rounds it will time: what the time left holds
+        if not (spec.deadline and warmed):
+            return planned
+        return fitting_rounds(planned, len(runner.names), warmed[-1], spec.deadline - time.time())
+
+    warmed = warmup.warm_up(
+        warm_round, spec.warmup, timed=timing, before=before, learned=spec.warm_pairs
+    )
+    if lap is not None:
+        lap("warmup")
+    phases = (*PHASES, "plain_window", "plain_reset", "cpu_pressure")
+    samples = {
+        label: {**{phase: [] for phase in phases}, "warmup": list(warmed)}
+        for label in spec.rotation
+    }
+    rss_after_setup = process.rss_bytes()
+    hwm_reset = memory.reset_peak_rss()
+    figures = process.TimedPairsProcess()
+    rounds = planned
+    if spec.deadline:  # the sweep's budget: whole turns until then
+        round_s = statistics.median(warmed[-3:]) if warmed else 0.0
+        left = spec.deadline - time.time()
+        rounds = fitting_rounds(rounds, len(runner.names), round_s, left)
+        if after is not None:
+            # the growth is read around the timed rounds (``growth.quiet``): enough of them
+            # to judge, and no loop's windows alone unless the process grows (then those
+            # windows, ``AFTER_ROUNDS`` rounds' time, run past the deadline)
+            rounds = max(rounds, AFTER_ROUNDS)
+    # the process's footprint before the timed rounds and after each, off the clock: where
+    # the rounds keep nothing, no loop's windows need running alone (``growth.quiet``)
+    footprints = [footprint_bytes(workload.device)] if after is not None else []
+    figures.start()
+    for i in range(rounds):
+        # the data changes every two rounds, so each direction of the rotation meets both
+        stall, start = psi_cpu("total"), time.perf_counter()
+        windows = runner.round(len(warmed) + i, *timed[(i // 2) % 2])
+        wall, stalled = time.perf_counter() - start, psi_cpu("total")
+        pressure = (stalled - stall) / 1e6 / wall if None not in (stall, stalled) else None
+        for label in spec.rotation:
+            for phase, seconds in windows[label].items():
+                samples[label][phase].append(seconds)
+            samples[label]["plain_window"].append(windows[PLAIN]["window"])
+            samples[label]["plain_reset"].append(windows[PLAIN]["reset"])
+            samples[label]["cpu_pressure"].append(pressure)
+        if after is not None:
+            footprints.append(footprint_bytes(workload.device))
+        figures.sample()
+    if lap is not None:
+        lap("timed_pairs")
+    rss = {
+        "rss_after_setup_bytes": rss_after_setup,
+        "peak_rss_bytes": memory.status_bytes("VmHWM") if hwm_reset else None,
+        "peak_rss_is_since_setup": hwm_reset,
+    }
+    return {
+        "rss": rss,
+        "samples": samples,
+        "process": figures.figures(),
+        "pairs_stamps": figures.stamps,
+        "build_order": runner.build_order,
+        "footprints": footprints,
+        "after": after(runner, footprints) if after is not None else None,
+    }

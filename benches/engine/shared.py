@@ -3,13 +3,16 @@ then every strategy's windows timed together, rotated with the plain loop's
 (``engine.rotation``); a row per strategy, all with this process's ``process_id``.
 
 A checked process (the first round's, ``spec.time_only`` off) runs what a case's process runs
-for each of its strategies, once: the gradient check (the references of a window computed once
-for every strategy whose replica holds the same weights there, ``gradients.References``), the
-cost model's counts (its coefficients calibrated once), the memory pass (the plain loop's once)
-and, after the timed rounds, the growth per window (each loop's windows alone, the plain loop's
-once). A strategy that fails its check fails its own row and is left out of the rounds; the
-others go on. What the process pays once (start, setup, the plain loop's passes, warm-up) it
-pays once for all of them: that is what sharing buys (docs/method.md, "Rounds and the budget").
+for each of its strategies, once: first the memory pass (each strategy on a fresh replica of its
+own, the plain loop's once), then, on the replicas it times, the gradient check (the references
+of a window computed once for every strategy whose replica holds the same weights there,
+``gradients.References``) and the cost model's counts (its coefficients calibrated once), the
+plain loop's windows beside them: those windows are the rounds' first warm-up
+(``engine.warmup``); after the timed rounds, the growth per window (each loop's windows alone,
+the plain loop's once). A strategy that fails its check fails its own row and leaves the
+rounds; the others go on. What the process pays once (start, setup, the plain loop's passes,
+warm-up) it pays once for all of them: that is what sharing buys (docs/method.md, "Rounds and
+the budget").
 """
 
 from __future__ import annotations
@@ -23,8 +26,6 @@ from typing import Any
 from benches.engine import costmodel, gradients, rotation
 from benches.engine.figures import cost_figures, failed_measure, measured_part, row_for
 from benches.engine.growth import footprint, growth_measure, per_window, quiet
-from benches.engine.replicas import fresh_replica
-from benches.engine.runner import Loop
 from benches.engine.spec import CaseSpec
 from benches.engine.steps import (
     Wall,
@@ -51,37 +52,60 @@ class Checked:
     error: str | None = None
 
 
-def check_each(spec: CaseSpec, workload, data, references, wall: Wall) -> dict[str, Checked]:
-    """Each strategy's gradient check, cost counts and memory pass, one after another, each on
-    a fresh replica that goes before the next is built; a failure is that strategy's alone."""
-    coefficients = costmodel.calibrate(workload.device)
-    wall.lap("cost_model")
+def memory_each(spec: CaseSpec, workload, data, wall: Wall) -> dict[str, Checked]:
+    """Each strategy's memory pass, one after another on a fresh replica of its own (the
+    plain loop's once, before the first), before any replica the process times exists; a
+    failure is that strategy's alone."""
     plain = plain_memory(workload, spec, data, None, 0)
-    wall.lap("memory_pass")
-    cache = gradients.References()
     out: dict[str, Checked] = {}
     for i, case in enumerate(spec.members()):
         try:
-            replica = fresh_replica(workload.model, None)
-            loop = Loop(workload, replica, case.label, None, case.grad_sync)
-            try:
-                check, errors = check_gradients(case, loop, workload, data, references, None, cache)
-                wall.lap("gradient_check")
-                costs = cost_counts(case, loop, workload, data[:2], coefficients)
-                wall.lap("cost_model")
-            finally:
-                loop.close()
-            del loop, replica
-            gc.collect()
             # the plain loop's timeline once, in the first strategy's row (as a sweep's group)
             mine = plain if i == 0 else {**plain, "timeline": None}
-            held_peak = strategy_memory(workload, case, data, None, 0, mine)
-            wall.lap("memory_pass")
-            out[case.label] = Checked(check, errors, costs, held_peak)
+            out[case.label] = Checked(memory=strategy_memory(workload, case, data, None, 0, mine))
         except Exception as err:  # this strategy's row fails; the others go on
             traceback.print_exc()
             out[case.label] = Checked(error=error_line(err))
+    wall.lap("memory_pass")
     return out
+
+
+def check_each(
+    spec: CaseSpec, runner: rotation.RotatedRunner, workload, data, references, checked, wall
+) -> list[float]:
+    """Each strategy's gradient check and cost counts on the loop the process times, the
+    plain loop's windows beside them: these windows are the process's first warm-up rounds
+    (returned: per check window, every loop's seconds together, ``engine.warmup``). A strategy
+    that fails leaves the runner and fails its own row (``checked``); the others go on."""
+    coefficients = costmodel.calibrate(workload.device)
+    wall.lap("cost_model")
+    cache = gradients.References()
+    rounds = [0.0] * gradients.CHECK_WINDOWS
+    for case in spec.members():
+        mine = checked[case.label]
+        if mine.error is not None:
+            continue
+        try:
+            loop = runner.loops[case.label]
+            windows: list[float] = []
+            mine.check, mine.errors = check_gradients(
+                case, loop, workload, data, references, None, cache, windows
+            )
+            wall.lap("gradient_check")
+            mine.costs = cost_counts(case, loop, workload, data[:2], coefficients)
+            wall.lap("cost_model")
+            for w, seconds in enumerate(windows):
+                rounds[w] += seconds
+        except Exception as err:  # this strategy's row fails; the others go on
+            traceback.print_exc()
+            checked[case.label] = Checked(error=error_line(err))
+            runner.drop(case.label)
+    plain = runner.loops[rotation.PLAIN]
+    for w, (batches, tokens) in enumerate(data):
+        rounds[w] += plain.window(batches, tokens)["window"]
+    wall.lap("warmup")
+    gc.collect()
+    return rounds
 
 
 def growth(
@@ -130,7 +154,8 @@ def growth_figures(mine: list[int], plain: list[int], device) -> Memory:
 
 def run_shared(spec: CaseSpec) -> list[Row]:
     """The process's rows, one per strategy of ``spec.rotation`` (``spec.members``); the wall
-    time shared out among them."""
+    time shared out among them. A checked process measures memory first (fresh replicas), then
+    checks each strategy on the replica it times: the checks' windows are its warm-up."""
     wall = Wall()
     workload = setup(spec)
     data, references = case_data(workload, 0, 1)
@@ -139,17 +164,31 @@ def run_shared(spec: CaseSpec) -> list[Row]:
     checked = (
         {c.label: Checked() for c in cases}
         if spec.time_only
-        else check_each(spec, workload, data, references, wall)
+        else memory_each(spec, workload, data, wall)
     )
-    del references
-    passed = [c.label for c in cases if checked[c.label].error is None]
     measured: dict[str, Any] = {"samples": {}, "after": None}
+    passed = [c.label for c in cases if checked[c.label].error is None]
     if passed:
         seed = spec.seed + spec.round  # the replicas' build order: another per process
-        timing = dataclasses.replace(spec, rotation=passed)
-        after = None if spec.time_only else partial(growth, timed=timed, device=workload.device)
-        measured = rotation.rotated_rounds(timing, workload, timed, seed, wall.lap, after)
-        wall.lap("plain_growth")
+        runner = rotation.RotatedRunner(workload, passed, build_seed=seed)
+        try:
+            wall.lap("setup")
+            before = (
+                []
+                if spec.time_only
+                else check_each(spec, runner, workload, data, references, checked, wall)
+            )
+            del references
+            passed = [c.label for c in cases if checked[c.label].error is None]
+            timing = dataclasses.replace(spec, rotation=passed)
+            after = None if spec.time_only else partial(growth, timed=timed, device=workload.device)
+            if passed:
+                measured = rotation.rotated_rounds(
+                    timing, runner, workload, timed, wall.lap, after, before
+                )
+                wall.lap("plain_growth")
+        finally:
+            runner.close()
     share = {step: seconds / len(cases) for step, seconds in wall.seconds.items()}
     rounds, readings = measured.get("footprints"), measured["after"]  # ``growth``'s
     rows = []

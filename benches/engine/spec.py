@@ -45,6 +45,9 @@ class CaseSpec(CaseSettings):
     # variances (budget.plan_pairs; 0: ``repeat``). Not identity: a process with more pairs
     # measures the same figure, more closely
     pairs: int = 0
+    # warm-up pairs a time-only process runs untested: what its group's checked processes
+    # needed (``engine.warmup.needed``, set by the sweep; 0: until steady)
+    warm_pairs: int = 0
     # when the sweep's budget wants the process to end (time.time(); 0: no budget): a process
     # measures fewer timed rounds or pairs rather than run past it (never fewer than its least)
     deadline: float = 0.0

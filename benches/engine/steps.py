@@ -88,11 +88,12 @@ def case_data(workload: bound.Bound, rank: int, world: int) -> tuple[list, list]
 
 
 def check_gradients(
-    spec: CaseSpec, loop, workload, data, references, parallel, cache=None
+    spec: CaseSpec, loop, workload, data, references, parallel, cache=None, seconds=None
 ) -> tuple[GradCheck, dict[str, ErrorFigures]]:
     """The strategy's windows (``loop``) against the reference (a failure raises: the case
     fails); the check's figures and the first window's error figures (by the row's field
-    names). ``cache``: references a process's strategies share (``gradients.References``)."""
+    names). ``cache``: references a process's strategies share (``gradients.References``);
+    ``seconds``: a list that gets each checked window's seconds (warm-up pairs they are)."""
     from benches.engine import training
 
     world = spec.world_size
@@ -104,6 +105,7 @@ def check_gradients(
         training.grad_tolerance(spec.precision, spec.accumulate, world),
         parallel,
         cache,
+        seconds,
     )
     if spec.parallel != "none":
         check, errors = distributed.worst_check(check, errors, world)

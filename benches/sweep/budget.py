@@ -113,6 +113,8 @@ class Look:
     # the unclear comparisons themselves, and how many of them no round left could decide
     comparisons: list = dataclasses.field(default_factory=list)
     futile: int = 0
+    # the time comparisons it decided, as run.json keeps them (``verdicts.decision_of``)
+    decided: list = dataclasses.field(default_factory=list)
 
     def decidable(self, added: int, min_effect: float) -> Look:
         """This look without the comparisons that ``added`` more rounds could not decide
@@ -123,7 +125,7 @@ class Look:
         keep = [c for c in self.comparisons if verdicts.decidable(c, added, min_effect)]
         found = open_groups(keep)
         futile = len(self.comparisons) - len(keep)
-        return Look(found, self.unclear, self.entries, keep, self.futile + futile)
+        return Look(found, self.unclear, self.entries, keep, self.futile + futile, self.decided)
 
 
 FUTILITY_RULE = (
@@ -157,7 +159,12 @@ def look(sweep: Sweep, taken: int) -> Look:
         entries, sweep.min_effect, sweep.looks, control, taken=taken, final=False
     )
     unclear = [c for c in judged.comparisons if c.timed and c.verdict == Verdict.UNCLEAR]
-    return Look(open_groups(unclear), len(unclear), entries, unclear)
+    decided = [
+        verdicts.decision_of(c, taken)
+        for c in judged.comparisons
+        if c.timed and c.verdict != Verdict.UNCLEAR
+    ]
+    return Look(open_groups(unclear), len(unclear), entries, unclear, 0, decided)
 
 
 def still_open(first: list[CaseSpec], found: Look) -> list[CaseSpec]:
@@ -170,16 +177,20 @@ def still_open(first: list[CaseSpec], found: Look) -> list[CaseSpec]:
 # a process's own cost besides its timed pairs, as a time-only process pays it (no checks)
 OVERHEAD_STEPS = ("process_start", "setup", "compile", "warmup", "teardown")
 PLAN_RULE = (
-    "pairs per time-only process n* = sqrt((c_process / c_pair) x (s2_pair / s2_process)) "
-    "(Kalibera & Jones, ISMM 2013: the count that minimises the interval for the time spent), "
-    "from the group's processes so far: c_process its start, setup, warm-up and teardown, "
-    "c_pair a timed pair (a rotated process's round: one pair of each of its strategies), "
-    "s2_pair the variance of one pair's log ratio in a process, s2_process the variance "
-    "between processes beyond what their pairs explain; the most pairs whose variance for the "
-    "time spent is within 10% of n*'s (n_hi: fewer, longer processes, the interval at most 5% "
-    "wider, more of the time timed); between --repeat and PAIRS_FACTOR x --repeat; --repeat "
+    "pairs per time-only process: with the time left to the deadline known, the count whose "
+    "95% half-width t(0.975, df) x sqrt((s2_process + s2_pair / n) / m) is least, m the "
+    "group's processes so far and those the time left holds at c_process + n x c_pair each, "
+    "df = m - 1 (fewer, longer processes leave fewer df: the t quantile counts them), and of "
+    "the counts within 5% of that half-width the most (more of the time timed); without it, "
+    "n* = sqrt((c_process / c_pair) x (s2_pair / s2_process)) (Kalibera & Jones, ISMM 2013) "
+    "and the most pairs whose variance for the time spent is within 10% of n*'s; from the "
+    "group's processes so far: c_process its start, setup, warm-up and teardown, c_pair a "
+    "timed pair (a rotated process's round: one pair of each of its strategies), s2_pair the "
+    "variance of one pair's log ratio in a process, s2_process the variance between processes "
+    "beyond what their pairs explain; between --repeat and PAIRS_FACTOR x --repeat; --repeat "
     "given: that"
 )
+NEAR_INTERVAL = 1.05  # the half-width a longer process may cost, over the least one's
 NEAR_BEST = 1.10  # the variance for the time spent that a longer process may cost, over n*'s
 
 
@@ -193,21 +204,28 @@ class PairsPlan:
     s2_pair: float | None = None
     s2_process: float | None = None
     why: str = ""
+    # warm-up pairs each process runs untested: what the group's checked processes needed
+    # (``learned_warmup``; 0: until steady, ``engine.warmup.RULE``)
+    warm_pairs: int = 0
 
     def record(self) -> dict:
         return dataclasses.asdict(self)
 
 
-def plan_pairs(entries: list, group: tuple, repeat: int, planned: bool) -> PairsPlan:
+def plan_pairs(
+    entries: list, group: tuple, repeat: int, planned: bool, left_s: float | None = None
+) -> PairsPlan:
     """How many timed pairs the group's next time-only processes run (``PLAN_RULE``), from its
-    ok rows so far; ``repeat`` where the sweep may not plan (``--repeat`` given) or nothing is
-    measured yet."""
+    ok rows so far and, where known, the seconds left for its processes (``left_s``:
+    ``interval_plan``); ``repeat`` where the sweep may not plan (``--repeat`` given) or nothing
+    is measured yet."""
     from reports.judge import stats
     from reports.judge.noise import case_fields, process_figures
     from reports.judge.rows import process_of
 
+    warm = learned_warmup(entries, group)
     if not planned:
-        return PairsPlan(repeat, why="--repeat given")
+        return PairsPlan(repeat, why="--repeat given", warm_pairs=warm)
     here = [e for e in entries if group_of_record(e.k, e.n, case_fields(e)) == group]
     rows = [r for e in here for r in e.rows]
     # per process (a rotated one's rows share its steps out): its overhead, its timed seconds
@@ -231,17 +249,79 @@ def plan_pairs(entries: list, group: tuple, repeat: int, planned: bool) -> Pairs
     timed_s, pairs = sum(timed.values()), sum(rounds.values())
     between, df = stats.pooled_variance([process_figures(e) for e in here])
     if not (pairs and s2_pairs and overhead and between is not None and df):
-        return PairsPlan(repeat, why="not measured yet")
+        return PairsPlan(repeat, why="not measured yet", warm_pairs=warm)
     c_process = statistics.median(overhead.values())
     c_pair = timed_s / pairs
     s2_pair = statistics.fmean(s2_pairs)
     # what the pairs of a process contribute to the variance between processes is not the
     # processes' own: s2_process is the rest (a floor of 1% of s2_pair / repeat: never zero)
     s2_process = max(between - s2_pair / max(1, pairs / len(rounds)), s2_pair / repeat / 100)
+    low, high = repeat, PAIRS_FACTOR * repeat
+    if left_s is not None and left_s > 0:
+        planned_pairs, why = interval_plan(
+            c_process, c_pair, s2_pair, s2_process, len(rounds), left_s, low, high
+        )
+        return PairsPlan(planned_pairs, c_process, c_pair, s2_pair, s2_process, why, warm)
     best, longest = longest_near_best(c_process / c_pair, s2_pair / s2_process)
-    planned_pairs = int(min(PAIRS_FACTOR * repeat, max(repeat, round(longest))))
+    planned_pairs = int(min(high, max(low, round(longest))))
     why = f"n* = {best:.1f}, the longest within {NEAR_BEST - 1:.0%} of its variance: {longest:.1f}"
-    return PairsPlan(planned_pairs, c_process, c_pair, s2_pair, s2_process, why)
+    return PairsPlan(planned_pairs, c_process, c_pair, s2_pair, s2_process, why, warm)
+
+
+def interval_plan(
+    c_process: float,
+    c_pair: float,
+    s2_pair: float,
+    s2_process: float,
+    processes: int,
+    left_s: float,
+    low: int,
+    high: int,
+) -> tuple[int, str]:
+    """The pairs per process (``low``-``high``) whose 95% half-width is least once the
+    ``left_s`` seconds are spent on processes of ``c_process + n c_pair`` seconds each, beside
+    the ``processes`` the group has: t(0.975, m - 1) x sqrt((s2_process + s2_pair / n) / m);
+    of those within ``NEAR_INTERVAL`` of it, the most. (A fixed 160 pairs' time at a process
+    cost of 30 pairs: Kalibera & Jones's n* leaves 2.6 processes and an interval 71% wider than
+    6 would give; the t quantile counts the df it leaves.)"""
+    from scipy import stats as scipy_stats
+
+    def half_width(n: int) -> float:
+        m = processes + left_s / (c_process + n * c_pair)
+        t = scipy_stats.t.ppf(0.975, max(m - 1, 0.5))
+        return float(t * math.sqrt((s2_process + s2_pair / n) / m))
+
+    widths = {n: half_width(n) for n in range(low, high + 1)}
+    least = min(widths.values())
+    chosen = max(n for n, h in widths.items() if h <= NEAR_INTERVAL * least)
+    best = min(widths, key=widths.__getitem__)
+    why = (
+        f"least half-width at {best} pairs ({widths[best]:.2%}); the most within "
+        f"{NEAR_INTERVAL - 1:.0%} of it: {chosen} ({left_s:.0f} s left, {processes} processes)"
+    )
+    return chosen, why
+
+
+def learned_warmup(entries: list, group: tuple) -> int:
+    """The warm-up pairs a time-only process of ``group`` runs untested (``CaseSpec.
+    warm_pairs``): what its group's first time-only process needed before its windows were
+    steady (``engine.warmup.needed``: a fresh process of the same strategies, as the later ones
+    are; a checked one was warmed by its gradient check); 0 (warm up until steady, by the test)
+    before one finished."""
+    from benches.engine import warmup
+    from reports.judge.noise import case_fields
+
+    found = [
+        r
+        for e in entries
+        if group_of_record(e.k, e.n, case_fields(e)) == group
+        for r in e.rows
+        if r.time_only and r.status == "ok" and r.samples.get("warmup")
+    ]
+    if not found:
+        return 0
+    first = min(found, key=lambda r: (r.round, r.case_id or ""))  # tested: none ran before it
+    return warmup.needed(first.samples["warmup"], first.warmup)
 
 
 def longest_near_best(r: float, q: float) -> tuple[float, float]:
@@ -308,12 +388,16 @@ def share_processes(specs: list[CaseSpec], rotate: bool) -> list[CaseSpec]:
 
 
 def round_specs(
-    group_cases: list[CaseSpec], round_: int, rotate: bool, pairs: dict[tuple, int] | None = None
+    group_cases: list[CaseSpec],
+    round_: int,
+    rotate: bool,
+    pairs: dict[tuple, int] | None = None,
+    warm: dict[tuple, int] | None = None,
 ) -> list[CaseSpec]:
     """The time-only processes of one added round: per group one process of its strategies
     rotated with the plain loop (``engine.rotation``), the others alone (``share_processes``),
-    the processes that share one first."""
-    pairs = pairs or {}
+    the processes that share one first; ``pairs`` and ``warm`` per group (``PairsPlan``)."""
+    pairs, warm = pairs or {}, warm or {}
     added = [
         dataclasses.replace(
             c,
@@ -321,6 +405,7 @@ def round_specs(
             time_only=True,
             plain_timeline=False,
             pairs=pairs.get(group_of(c), 0),
+            warm_pairs=warm.get(group_of(c), 0),
             rotation=[],
             process_id="",  # a process of its own (a first-round member's was its lead's)
         )

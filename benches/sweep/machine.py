@@ -11,7 +11,7 @@ from typing import Any
 from benches.engine import bound, gradients, memory
 from benches.engine.growth import GROWTH_WINDOWS
 from benches.engine.spec import PAIRS_FACTOR
-from benches.engine.warmup import CAP as WARMUP_CAP
+from benches.engine.warmup import most as warmup_most
 from benches.sweep.outdir import UsageError
 from benches.sweep.values import threads_per_rank
 from benches.workloads import protocol
@@ -103,8 +103,8 @@ def case_timeout(
     world_size = int(args.world_size)
     per = SECONDS_PER_MICRO_BATCH[device][preset]
     # a time-only process may run up to PAIRS_FACTOR x the pairs (the budget's plan), and
-    # warm-up runs until steady (engine.warmup, at most CAP more)
-    pairs_most = PAIRS_FACTOR * repeat + warmup + WARMUP_CAP
+    # warm-up runs until steady (engine.warmup, at most a share of the pairs more)
+    pairs_most = PAIRS_FACTOR * repeat + warmup_most(warmup, PAIRS_FACTOR * repeat)
     windows = 2 * pairs_most + 3 * gradients.CHECK_WINDOWS + 2 * memory.MEMORY_WINDOWS
     windows += 2 * 2 + 1  # the timeline's windows (strategy, plain), the cost model's count
     windows += 8  # the float64 model's window of total_error (float64 runs slower)

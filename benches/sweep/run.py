@@ -164,9 +164,12 @@ class SweepRun:
         process follows, from the first moment the sweep can measure it (a process of the
         group and the variance between two of a strategy's, the control's extra processes
         give it), ``--repeat`` until then. Not where ``--repeat`` is given, nor without a budget
-        (a fixed sweep keeps the design it was given); run.json's plan records it."""
+        (a fixed sweep keeps the design it was given); run.json's plan records it. A time-only
+        one (the control's extra processes) warms up what its group's checked processes needed
+        (``PairsPlan.warm_pairs``), planned or not."""
         sweep = self.sweep
-        if spec.pairs or not (sweep.budget and sweep.plan_pairs):
+        planning = not spec.pairs and sweep.budget and sweep.plan_pairs
+        if not (planning or spec.time_only):
             return spec
         recorded, entries, plans = self._plans
         if recorded != self.recorded:  # a process finished since the last plan: read again
@@ -178,7 +181,9 @@ class SweepRun:
         group = group_of(spec)
         if group not in plans:
             plans[group] = plan_pairs(entries, group, sweep.repeat, True)
-        if plans[group].c_process is None:  # not measured yet
+        if spec.time_only:  # the warm-up its group's checked processes needed, once one ran
+            spec = dataclasses.replace(spec, warm_pairs=plans[group].warm_pairs)
+        if not planning or plans[group].c_process is None:  # not measured yet
             return spec
         self.first_plan[group] = plans[group]
         return dataclasses.replace(spec, pairs=plans[group].pairs)
@@ -259,8 +264,11 @@ class SweepRun:
             deadline = self.deadline(report_s)
             if not found.open or time.monotonic() >= deadline:
                 return
+            # the time left, shared by the open groups: each plans its pairs for its share
+            left_s = (deadline - time.monotonic()) / max(1, len(found.open))
             plans = {
-                g: plan_pairs(found.entries, g, sweep.repeat, sweep.plan_pairs) for g in found.open
+                g: plan_pairs(found.entries, g, sweep.repeat, sweep.plan_pairs, left_s)
+                for g in found.open
             }
             pairs = {g: plan.pairs for g, plan in plans.items()}
             left = self.rounds_left(still_open(first, found), next_round, pairs, deadline)
@@ -283,10 +291,11 @@ class SweepRun:
             # processes
             rounds = range(next_round, next_round + 2 ** (self.taken - 1))
             here = still_open(first, found)
-            specs = [s for r in rounds for s in round_specs(here, r, sweep.rotate, pairs)]
+            warm = {g: plan.warm_pairs for g, plan in plans.items()}
+            specs = [s for r in rounds for s in round_specs(here, r, sweep.rotate, pairs, warm)]
             while len(specs) < self.place.capacity:  # a look fills the cluster's slots
                 rounds = range(rounds[0], rounds[-1] + 2)
-                specs += round_specs(here, rounds[-1], sweep.rotate, pairs)
+                specs += round_specs(here, rounds[-1], sweep.rotate, pairs, warm)
             shuffle.shuffle(specs)
             strategies = sorted({c.label for c in here})
             self.progress.console.print(
@@ -329,6 +338,7 @@ class SweepRun:
             "unclear": found.unclear,
             "futile": found.futile,
             "rounds_left": left,
+            "decided": found.decided,  # at the level of the look before it: kept (verdicts.kept)
         }
 
     def rounds_left(
