@@ -98,9 +98,14 @@ def sweep_once(groups: dict, between: dict, rng, min_effect: float) -> list:
             out.append(structs.replace(real, strategy=name, rows=rows))
         return out
 
-    taken = 1
+    taken, decided = 1, []
     while taken < MAX_LOOKS:
         judged = verdicts.verdicts(entries(), min_effect, MAX_LOOKS, None, taken, final=False)
+        decided += [  # each look's decisions, kept by the report as the sweep's run.json keeps them
+            verdicts.decision_of(c, taken)
+            for c in judged.comparisons
+            if c.timed and c.verdict != "unclear"
+        ]
         open_ = defaultdict(set)
         for c in judged.comparisons:
             if c.timed and c.verdict == "unclear":
@@ -111,7 +116,9 @@ def sweep_once(groups: dict, between: dict, rng, min_effect: float) -> list:
             for name in names_open:
                 add(g, name, 2 ** (taken - 1))
         taken += 1
-    final = verdicts.verdicts(entries(), min_effect, MAX_LOOKS, None, taken, final=True)
+    final = verdicts.verdicts(
+        entries(), min_effect, MAX_LOOKS, None, taken, final=True, decided=decided
+    )
     return [c for c in final.comparisons if c.timed]
 
 

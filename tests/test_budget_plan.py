@@ -152,3 +152,25 @@ def test_the_first_rounds_processes_share_what_is_left_the_controls_extra_ones_t
         # a place that runs two at once runs both first-round processes in one wave
         assert run.SweepRun.ends(two, spec, deadline, queue) - time.time() > 395.0
     assert run.SweepRun.ends(one, added, deadline, queue) - time.time() > 395.0
+
+
+def test_the_planned_pairs_count_the_t_quantile_of_the_df_they_leave():
+    """160 pairs' time left at a process cost of 30 pairs, the pairs' variance 33x the
+    processes': Kalibera & Jones's n* (31 pairs) leaves 2.6 processes; the plan with the t
+    quantile of the df they leave runs shorter processes, and its interval is narrower."""
+    from scipy import stats as scipy_stats
+
+    def half_width(n: int) -> float:
+        m = 160 / (30 + n)
+        return scipy_stats.t.ppf(0.975, m - 1) * math.sqrt((1 + 33 / n) / m)
+
+    pairs, why = budget.interval_plan(30.0, 1.0, 33.0, 1.0, 0, 160.0, 1, 200)
+    best, longest = budget.longest_near_best(30.0, 33.0)
+    assert pairs < best < longest
+    assert half_width(pairs) * 1.3 < half_width(round(best))
+    assert half_width(pairs) <= budget.NEAR_INTERVAL * min(map(half_width, range(1, 201)))
+    assert "160 s left" in why
+    # where the group's processes so far leave df enough, the pairs' variance is what is left
+    # to shrink: longer processes
+    more, _ = budget.interval_plan(30.0, 1.0, 33.0, 1.0, 12, 160.0, 1, 200)
+    assert more > pairs

@@ -419,3 +419,26 @@ def test_same_is_adjusted_over_the_sweep_as_lower_and_higher_are():
     verdicts.decide_time(family, 0.02)
     # Benjamini-Hochberg: min(10 x 0.04, the next q) = the others' p_same (0.163 at 1 SE)
     assert family[0].q == pytest.approx(family[1].p_same) and family[0].verdict == "unclear"
+
+
+def test_a_looks_decision_is_kept_where_the_report_would_leave_it_unclear():
+    """An interim look decided ``higher`` at its level; the report, judging again at its own,
+    leaves it unclear: it keeps the look's word and says so. A comparison the report decides
+    otherwise keeps the report's word; one no look decided stays unclear."""
+
+    def unclear(a: str, b: str) -> Comparison:
+        c = Comparison(a, b, 1, 0, {"preset": "tiny"}, "window", processes=[3, 3])
+        c.verdict = Verdict.UNCLEAR
+        return c
+
+    looked = unclear("lazy", "native")
+    looked.verdict = Verdict.HIGHER
+    decided = [verdicts.decision_of(looked, 2)]
+    shown, other = unclear("lazy", "native"), unclear("block", "native")
+    verdicts.kept([shown, other], decided)
+    assert shown.verdict == Verdict.HIGHER and "look 2" in shown.why
+    assert other.verdict == Verdict.UNCLEAR
+    now_same = unclear("lazy", "native")
+    now_same.verdict = Verdict.SAME
+    verdicts.kept([now_same], decided)
+    assert now_same.verdict == Verdict.SAME

@@ -447,6 +447,61 @@ def paired_contrast(
     return {**out, **interval(estimate, se2, d.size - 1, confidence), "method": PAIRED_METHOD}
 
 
+TWO_WAY_METHOD = (
+    "two-way fit of the rotated strategies' figures (strategy + process: each process's offset "
+    "cancels; df = the fit's residual df), the wider of the residual variance of all its "
+    "strategies and of the two compared, never below what the pairs inside a process show"
+)
+
+
+def two_way_contrast(
+    table: Mapping[Any, Mapping[str, float]],
+    a: Any,
+    b: Any,
+    confidence: float = CONFIDENCE,
+    within: float | None = None,
+) -> dict[str, Any] | None:
+    """a - b of two strategies rotated in the same processes, judged within them: the least-
+    squares fit of every strategy's log figure in those processes (``table``: strategy ->
+    process -> figure) as a strategy effect plus a process effect, so that what a process does
+    to all of its loops cancels and each strategy's figures lend the residual df (6 strategies
+    in 3 processes: 10, where the pair's own differences have 2). Guarded against a pair
+    noisier than the rest (the interaction of strategy and process is not assumed alike): the
+    residual variance is the larger of all cells' and the two compared strategies' own cells'
+    (their share of the df); floored at ``within``, what one process's difference shows inside
+    it, over the shared processes. None where the fit leaves no residual df or a and b share
+    fewer than 2 processes."""
+    keys = list(table)
+    shared = [p for p in table[a] if p in table[b]]
+    processes = sorted({p for row in table.values() for p in row})
+    if len(shared) < 2 or len(keys) < 3:
+        return None
+    cells = [(i, processes.index(p), x) for i, k in enumerate(keys) for p, x in table[k].items()]
+    design = np.zeros((len(cells), len(keys) + len(processes) - 1))
+    for row, (i, j, _) in enumerate(cells):
+        design[row, i] = 1.0
+        if j:  # the first process is the reference level
+            design[row, len(keys) + j - 1] = 1.0
+    y = np.array([x for _, _, x in cells])
+    df = len(cells) - int(np.linalg.matrix_rank(design))
+    if df < 1:
+        return None
+    fit, *_ = np.linalg.lstsq(design, y, rcond=None)
+    residual = y - design @ fit
+    weights = np.zeros(design.shape[1])
+    weights[keys.index(a)], weights[keys.index(b)] = 1.0, -1.0
+    unit = float(weights @ np.linalg.pinv(design.T @ design) @ weights)
+    s2 = float((residual**2).sum()) / df
+    own = np.array([keys[i] in (a, b) for i, _, _ in cells])
+    s2_own = float((residual[own] ** 2).sum()) / (df * own.sum() / len(cells))
+    se2 = max(s2, s2_own) * unit
+    if within is not None:
+        se2 = max(se2, within / len(shared))
+    estimate = float(weights @ fit)
+    out: dict[str, Any] = {"processes": [len(shared), len(shared)], "paired": True}
+    return {**out, **interval(estimate, se2, df, confidence), "method": TWO_WAY_METHOD}
+
+
 def interval(estimate: float, se2: float, dof: float, confidence: float = CONFIDENCE) -> dict:
     """The t interval (95% and the 90% of two one-sided tests) and p of a log estimate whose
     squared standard error is ``se2`` with ``dof`` degrees of freedom."""

@@ -47,7 +47,9 @@ def judge_sweep(entries, run: RunFile, main: dict[str, Any]) -> tuple[VerdictFil
     (the main flavour's and precision's comparisons)."""
     added = [r.round for e in entries for r in e.rows if r.time_only and not r.control]
     taken = run.taken(added)
-    judged_all = verdicts.verdicts(entries, min_effect_of(run), run.looks, control_of(run), taken)
+    judged_all = verdicts.verdicts(
+        entries, min_effect_of(run), run.looks, control_of(run), taken, decided=run.decided()
+    )
     judged_all.decisions = decision.decisions(entries, judged_all)
     judged_all.decision_rule = decision.RULE
     shown = [

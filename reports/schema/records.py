@@ -204,6 +204,11 @@ class RunFile(Struct, kw_only=True):
         """How many times an adaptive sweep could look at its verdicts (1: a fixed sweep)."""
         return int(self.sweep.get("looks") or 1)
 
+    def decided(self) -> list[dict[str, Any]]:
+        """The time comparisons interim looks decided, as the plan keeps them (each look's
+        ``decided``: ``reports.judge.verdicts.decision_of``), the latest look's last."""
+        return [d for look in self.plan or [] if look for d in look.get("decided") or []]
+
     def taken(self, rounds: list[int]) -> int:
         """The looks the sweep took: as it recorded them, else (a run.json older than that)
         from its added rounds' numbers ``rounds`` (look j added rounds 2^(j-2) to 2^(j-1) - 1)."""
