@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import re
 import subprocess
 import sys
@@ -56,7 +57,8 @@ def test_answer_names_fastest_by_overhead_and_leanest_by_peak(tmp_path):
     assert lead.verdict == "lower"
     # the group's: the half-width at the level direction is decided (3 processes of native)
     (floor,) = [f for f in report.verdicts.noise_floor if (f.k, f.n) == (1, 0)]
-    expected = stats.resolution(floor.variance, floor.df, floor.processes_per_strategy)
+    margin = math.log1p(verdicts.DEFAULT_MIN_EFFECT)
+    expected = stats.resolution(floor.variance, floor.df, floor.processes_per_strategy, margin)
     assert answer.resolution == pytest.approx(expected) and 0 < answer.resolution < 0.1
     assert answer.min_effect == verdicts.DEFAULT_MIN_EFFECT
     leanest = answer.leanest

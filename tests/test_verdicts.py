@@ -210,13 +210,18 @@ def test_processes_that_agree_by_chance_never_give_an_interval_narrower_than_the
 def test_the_margins_claim_first_then_direction_against_ratio_1_at_any_size():
     """``judge``: the margin's claim (``same`` inside it, ``higher``/``lower`` beyond it, by
     where the estimate lies) at alpha; otherwise the interval clear of 1 at the direction's
-    level (a twentieth of alpha) is ``lower``/``higher`` at any size; neither is ``unclear``."""
+    level (0.4 of alpha where the 95% interval is no wider than the margin, a twentieth where
+    it is wider) is ``lower``/``higher`` at any size; neither is ``unclear``."""
     c = Comparison("a", "b", 1, 0, {}, "window", ci_low=1.005, ci_high=1.015,
                    log=math.log(1.01), ci90_low=1.006, ci90_high=1.014)  # fmt: skip
     assert verdicts.judge(c, 1e-6, 1e-6, 0.02) == "same"
     assert verdicts.judge(c, 0.3, 1e-4, 0.02) == "higher"  # 1% slower, clear of 1: decided
     assert verdicts.judge(structs.replace(c, log=-0.01), 0.3, 1e-4, 0.02) == "lower"
-    assert verdicts.judge(c, 0.3, 0.01, 0.02) == "unclear"  # clear of 1 at 1%, not at 0.25%
+    assert verdicts.judge(c, 0.3, 0.01, 0.02) == "higher"  # narrow: clear of 1 at 2% is enough
+    assert verdicts.judge(c, 0.3, 0.03, 0.02) == "unclear"  # not at 2%
+    wide = structs.replace(c, ci_low=1.001, ci_high=1.06)  # wider than the margin: a twentieth
+    assert verdicts.judge(wide, 0.3, 0.01, 0.02) == "unclear"
+    assert verdicts.judge(wide, 0.3, 0.002, 0.02) == "higher"
     assert verdicts.judge(structs.replace(c, ci_low=None), 1e-6, 1e-6, 0.02) == "unclear"
     beyond = structs.replace(c, log=math.log(1.05))
     assert verdicts.judge(beyond, 0.01, 0.2, 0.02) == "higher"  # beyond the margin at alpha

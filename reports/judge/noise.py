@@ -182,9 +182,11 @@ def noise(
             machines.process_machines([reference] if reference else []),
         )
         count = len(set(machines.process_machines(here).values()))
-        resolution = stats.resolution(variance, df, processes)
+        resolution = stats.resolution(variance, df, processes, math.log1p(min_effect))
         if count > 1:  # what an unpaired comparison across its machines could tell apart
-            resolution = across_resolution(variance, df, processes, between, count)
+            resolution = across_resolution(
+                variance, df, processes, between, count, math.log1p(min_effect)
+            )
         out[g] = GroupNoise(
             k=g[0],
             n=g[1],
@@ -221,6 +223,7 @@ def across_resolution(
     processes: float,
     between: machines.Spread,
     count: int,
+    margin: float | None = None,
 ) -> float | None:
     """The resolution of a group whose processes ran on ``count`` machines: two strategies'
     processes spread evenly over them, so that each side's mean carries the spread between
@@ -231,7 +234,7 @@ def across_resolution(
         return None
     two = {"log": 0.0, "se": math.sqrt(variance * 2 / processes), "df": df, "method": ""}
     wide = stats.widened(two, between.variance * 2 / count, between.df, MACHINE_LEVEL)
-    return math.expm1(stats.direction_t(wide["df"]) * wide["se"])
+    return math.expm1(stats.direction_t(wide["df"], wide["se"], margin) * wide["se"])
 
 
 def memory_floors(entries: list[Entry]) -> dict[str, float]:
@@ -260,7 +263,9 @@ def case_fields(entry: Entry) -> dict[str, Any]:
     return {name: getattr(entry, name) for name in LOOP}
 
 
-def paired_resolution(spreads: dict[tuple, GroupNoise], comparisons: list[Comparison]) -> None:
+def paired_resolution(
+    spreads: dict[tuple, GroupNoise], comparisons: list[Comparison], min_effect: float
+) -> None:
     """A group whose strategies shared processes (paired comparisons) can tell apart less than
     its unpaired figure says: its resolution becomes the median half-width of its paired
     comparisons' intervals at the level direction is decided (``stats.resolution``), in
@@ -269,7 +274,7 @@ def paired_resolution(spreads: dict[tuple, GroupNoise], comparisons: list[Compar
     for c in comparisons:
         if c.timed and c.paired and c.se is not None and c.df and c.ci_high is not None:
             key = (c.k, c.n, repr(sorted(c.case.items())))
-            halves[key].append(stats.direction_t(c.df) * c.se)
+            halves[key].append(stats.direction_t(c.df, c.se, math.log1p(min_effect)) * c.se)
     for key, spread in spreads.items():
         here = halves.get((spread.k, spread.n, repr(sorted(spread.case.items()))))
         if here:

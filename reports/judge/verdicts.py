@@ -131,9 +131,6 @@ def memory_figure(entry: Entry, key: str) -> float | None:
     return statistics.median(values) if values else None
 
 
-DIRECTION_SHARE = stats.DIRECTION_SHARE
-
-
 def claim_p(c: Comparison, min_effect: float) -> tuple[float | None, float | None]:
     """The p-values of the two claims a time comparison tests. First the claim of the margin,
     one per comparison: ``higher``/``lower`` beyond it (a t-test that the ratio lies beyond 1
@@ -160,15 +157,19 @@ def judge(
     """The word of a time comparison from its claims' q (``claim_p``'s, each family adjusted
     over the sweep): where q_margin < alpha, its margin claim (``higher``/``lower`` with the
     estimate beyond min_effect, else ``same``: the interval inside the margin comes first);
-    else ``higher``/``lower`` by the estimate's sign where q_direction < alpha x
-    ``DIRECTION_SHARE`` (the interval clear of 1, at any size); otherwise ``unclear``."""
+    else ``higher``/``lower`` by the estimate's sign where q_direction < alpha x its share
+    (``stats.direction_share``: 0.4 where the 95% interval is no wider than the margin, a
+    twentieth where it is wider; the interval clear of 1, at any size); otherwise
+    ``unclear``."""
     if c.log is None or c.ci_low is None:
         return Verdict.UNCLEAR
     if q_margin is not None and q_margin < alpha:
         if abs(c.log) > math.log1p(min_effect):
             return Verdict.HIGHER if c.log > 0 else Verdict.LOWER
         return Verdict.SAME
-    if q_direction is not None and q_direction < alpha * DIRECTION_SHARE:
+    half = (math.log(c.ci_high) - math.log(c.ci_low)) / 2
+    share = stats.direction_share(half, math.log1p(min_effect))
+    if q_direction is not None and q_direction < alpha * share:
         return Verdict.HIGHER if c.log > 0 else Verdict.LOWER
     return Verdict.UNCLEAR
 
@@ -205,7 +206,7 @@ def decidable(c: Comparison, added: int, min_effect: float) -> bool:
     ``LEAST_POWER``. Those processes would shrink its SE by sqrt(n / (n + added)) (n: its fewer
     side's processes) to ``final``, while its estimate moves by a normal of SD sqrt(se^2 -
     final^2); the power is the chance that the estimate then clears ratio 1 by z final, z the
-    normal's quantile at the direction's level (``lower``/``higher``, ``DIRECTION_SHARE``), or
+    normal's quantile at the direction's level (``lower``/``higher``, ``stats.direction_share``), or
     lies inside the margin by 1.645 final (``same``), with no adjustment over the sweep or its
     looks (optimistic). One it calls undecidable keeps no strategy in the
     rotation (a futility stop, never binding: it leaves a claim untested, so no error rate
@@ -224,7 +225,8 @@ def decidable(c: Comparison, added: int, min_effect: float) -> bool:
             return float(room > z * final)
         return float(stats.sps.norm.cdf((room - z * final) / move))
 
-    z = float(stats.sps.norm.ppf(1 - stats.ALPHA * DIRECTION_SHARE / 2))
+    share = stats.direction_share(1.96 * final, math.log1p(min_effect))
+    z = float(stats.sps.norm.ppf(1 - stats.ALPHA * share / 2))
     return power(abs(c.log), z) + power(-beyond, 1.645) >= LEAST_POWER
 
 
@@ -466,7 +468,7 @@ def verdicts(
     family = [*comparisons, *grad_sync, *settings]
     decide_time(family, min_effect, alpha)
     kept(comparisons, decided or [])
-    paired_resolution(spreads, comparisons)
+    paired_resolution(spreads, comparisons, min_effect)
     return VerdictFile(
         min_effect=min_effect,
         noise_floor=[s for _, s in sorted(spreads.items(), key=lambda item: value_order(item[0]))],
