@@ -212,7 +212,7 @@ def test_the_margins_claim_first_then_direction_against_ratio_1_at_any_size():
     where the estimate lies) at alpha; otherwise the interval clear of 1 at the direction's
     level (0.4 of alpha where the 95% interval is no wider than the margin, a twentieth where
     it is wider) is ``lower``/``higher`` at any size; neither is ``unclear``."""
-    c = Comparison("a", "b", 1, 0, {}, "window", ci_low=1.005, ci_high=1.015,
+    c = Comparison("a", "b", 1, 0, {}, "window", ci_low=1.005, ci_high=1.015, df=20,
                    log=math.log(1.01), ci90_low=1.006, ci90_high=1.014)  # fmt: skip
     assert verdicts.judge(c, 1e-6, 1e-6, 0.02) == "same"
     assert verdicts.judge(c, 0.3, 1e-4, 0.02) == "higher"  # 1% slower, clear of 1: decided

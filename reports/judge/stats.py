@@ -279,6 +279,10 @@ DIRECTION_SHARE = 0.05
 # 51% at the twentieth everywhere, 94% at a whole alpha with twins lower/higher in 0.7-1.0%, at
 # 0.4 in 86% with twins 0.1-0.3%
 NARROW_DIRECTION_SHARE = 0.4
+# ... where that interval's df are this many or more: a variance on fewer comes out narrow by
+# chance (df 2: a fifth of the time below a third of the truth), and the twins of a rotated
+# sweep against one in processes of its own (df 2) were lower/higher in 1.2% of 5,000 at 0.4
+NARROW_DF = 8
 OWN_VARIANCE_PROCESSES = 4  # each side this many processes: its own variance (Welch); else pooled
 
 
@@ -612,10 +616,11 @@ def resolution(
     return math.expm1(direction_t(df, se, margin) * se)
 
 
-def direction_share(half: float | None, margin: float | None) -> float:
+def direction_share(half: float | None, margin: float | None, df: float | None) -> float:
     """The share of alpha direction is decided at: ``NARROW_DIRECTION_SHARE`` where the 95%
-    half-width ``half`` is no wider than ``margin`` (both logs), else ``DIRECTION_SHARE``."""
-    narrow = half is not None and margin is not None and half <= margin
+    half-width ``half`` is no wider than ``margin`` (both logs) on ``NARROW_DF`` df or more,
+    else ``DIRECTION_SHARE``."""
+    narrow = None not in (half, margin, df) and half <= margin and df >= NARROW_DF
     return NARROW_DIRECTION_SHARE if narrow else DIRECTION_SHARE
 
 
@@ -624,4 +629,4 @@ def direction_t(df: float, se: float | None = None, margin: float | None = None)
     ``direction_share`` of an interval of ``se`` at ``df`` against ``margin``, a log; the
     stricter share without them)."""
     half = None if se is None else float(sps.t.ppf(1 - ALPHA / 2, df)) * se
-    return float(sps.t.ppf(1 - ALPHA * direction_share(half, margin) / 2, df))
+    return float(sps.t.ppf(1 - ALPHA * direction_share(half, margin, df) / 2, df))

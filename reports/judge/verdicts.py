@@ -158,8 +158,8 @@ def judge(
     over the sweep): where q_margin < alpha, its margin claim (``higher``/``lower`` with the
     estimate beyond min_effect, else ``same``: the interval inside the margin comes first);
     else ``higher``/``lower`` by the estimate's sign where q_direction < alpha x its share
-    (``stats.direction_share``: 0.4 where the 95% interval is no wider than the margin, a
-    twentieth where it is wider; the interval clear of 1, at any size); otherwise
+    (``stats.direction_share``: 0.4 where the 95% interval is no wider than the margin on 8 df
+    or more, a twentieth otherwise; the interval clear of 1, at any size); otherwise
     ``unclear``."""
     if c.log is None or c.ci_low is None:
         return Verdict.UNCLEAR
@@ -168,7 +168,7 @@ def judge(
             return Verdict.HIGHER if c.log > 0 else Verdict.LOWER
         return Verdict.SAME
     half = (math.log(c.ci_high) - math.log(c.ci_low)) / 2
-    share = stats.direction_share(half, math.log1p(min_effect))
+    share = stats.direction_share(half, math.log1p(min_effect), c.df)
     if q_direction is not None and q_direction < alpha * share:
         return Verdict.HIGHER if c.log > 0 else Verdict.LOWER
     return Verdict.UNCLEAR
@@ -225,7 +225,7 @@ def decidable(c: Comparison, added: int, min_effect: float) -> bool:
             return float(room > z * final)
         return float(stats.sps.norm.cdf((room - z * final) / move))
 
-    share = stats.direction_share(1.96 * final, math.log1p(min_effect))
+    share = stats.direction_share(1.96 * final, math.log1p(min_effect), c.df)
     z = float(stats.sps.norm.ppf(1 - stats.ALPHA * share / 2))
     return power(abs(c.log), z) + power(-beyond, 1.645) >= LEAST_POWER
 
