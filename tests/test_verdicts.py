@@ -428,22 +428,24 @@ def test_same_is_adjusted_over_the_sweep_as_lower_and_higher_are():
 
 def test_a_looks_decision_is_kept_where_the_report_would_leave_it_unclear():
     """An interim look decided ``higher`` at its level; the report, judging again at its own,
-    leaves it unclear: it keeps the look's word and says so. A comparison the report decides
-    otherwise keeps the report's word; one no look decided stays unclear."""
+    leaves it unclear: it keeps the look's word and says so, where its own 95% interval still
+    lies clear of 1. One whose interval now reaches 1, one the report decides otherwise, and
+    one no look decided keep the report's word."""
 
-    def unclear(a: str, b: str) -> Comparison:
-        c = Comparison(a, b, 1, 0, {"preset": "tiny"}, "window", processes=[3, 3])
-        c.verdict = Verdict.UNCLEAR
-        return c
+    def unclear(a: str, b: str, low: float = 1.004) -> Comparison:
+        c = Comparison("a", "b", 1, 0, {"preset": "tiny"}, "window", processes=[3, 3],
+                       ci_low=low, ci_high=1.03, ci90_low=low + 0.002, ci90_high=1.028)  # fmt: skip
+        return structs.replace(c, a=a, b=b, verdict=Verdict.UNCLEAR)
 
-    looked = unclear("lazy", "native")
-    looked.verdict = Verdict.HIGHER
+    looked = structs.replace(unclear("lazy", "native"), verdict=Verdict.HIGHER)
     decided = [verdicts.decision_of(looked, 2)]
     shown, other = unclear("lazy", "native"), unclear("block", "native")
-    verdicts.kept([shown, other], decided)
+    verdicts.kept([shown, other], decided, 0.02)
     assert shown.verdict == Verdict.HIGHER and "look 2" in shown.why
     assert other.verdict == Verdict.UNCLEAR
-    now_same = unclear("lazy", "native")
-    now_same.verdict = Verdict.SAME
-    verdicts.kept([now_same], decided)
+    reaches_one = unclear("lazy", "native", low=0.99)
+    verdicts.kept([reaches_one], decided, 0.02)
+    assert reaches_one.verdict == Verdict.UNCLEAR
+    now_same = structs.replace(unclear("lazy", "native"), verdict=Verdict.SAME)
+    verdicts.kept([now_same], decided, 0.02)
     assert now_same.verdict == Verdict.SAME

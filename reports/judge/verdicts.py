@@ -257,23 +257,37 @@ def decision_of(c: Comparison, look: int) -> dict[str, Any]:
     return {"key": key, "verdict": str(c.verdict), "look": look}
 
 
-def kept(comparisons: list[Comparison], decided: list[dict[str, Any]]) -> None:
+def kept(comparisons: list[Comparison], decided: list[dict[str, Any]], min_effect: float) -> None:
     """A look's decisions kept: a time comparison that an interim look decided (``decided``,
     ``decision_of``'s from run.json's plan) and that the report would leave ``unclear`` keeps
-    the look's word (the alpha of that look was spent on it; judging it again from scratch at
-    the report's own level takes the decision back: 2.9% of the decisions of 60 simulated
-    sweeps). A report whose data now say otherwise (another word) says so."""
+    the look's word (the alpha of that look was spent on it; judged again from scratch at the
+    report's own level, 2.9% of the decisions of 60 simulated sweeps were taken back) where the
+    report's own interval still shows it: ``higher``/``lower`` the 95% interval clear of 1 on
+    that side, ``same`` the 90% interval inside the margin. A word the data since contradict, or
+    no longer show, is not kept: the page never shows a word beside an interval that does not
+    bear it out."""
     words = {}
     for d in decided:
         a, b, k, n, case, metric = d["key"]
         words[(a, b, k, n, repr(sorted(case.items())), metric)] = d
+    margin = 1 + min_effect
     for c in comparisons:
-        if not c.timed or c.verdict != Verdict.UNCLEAR:
+        if not c.timed or c.verdict != Verdict.UNCLEAR or c.ci_low is None or c.ci_high is None:
             continue
         d = words.get((c.a, c.b, c.k, c.n, repr(sorted(c.case.items())), c.metric))
-        if d is not None and d["verdict"] != Verdict.UNCLEAR:
-            c.verdict = Verdict(d["verdict"])
-            c.significant = c.verdict in (Verdict.LOWER, Verdict.HIGHER)
+        word = Verdict(d["verdict"]) if d is not None else None
+        shown = {
+            Verdict.HIGHER: c.ci_low > 1,
+            Verdict.LOWER: c.ci_high < 1,
+            Verdict.SAME: c.ci90_low is not None
+            and c.ci90_high is not None
+            and 1 / margin < c.ci90_low
+            and c.ci90_high < margin,
+        }
+        if word is not None and shown.get(word, False):
+            c.verdict = word
+            c.significant = word in (Verdict.LOWER, Verdict.HIGHER)
+            c.beyond = beyond_margin(c, min_effect) if c.significant else None
             c.why = f"decided at look {d['look']}, at that look's level (kept: its alpha spent)"
 
 
@@ -467,7 +481,7 @@ def verdicts(
     settings = loop_verdicts(ok, spreads, "settings")  # --compare-settings, paired in-process
     family = [*comparisons, *grad_sync, *settings]
     decide_time(family, min_effect, alpha)
-    kept(comparisons, decided or [])
+    kept(comparisons, decided or [], min_effect)
     paired_resolution(spreads, comparisons, min_effect)
     return VerdictFile(
         min_effect=min_effect,
