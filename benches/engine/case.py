@@ -149,27 +149,7 @@ def timed_pairs(
     alike(runner.strategy, runner.plain)
     if recipe.compile:
         runner.plain.warm(timed)  # the compiled graphs are cached: this only checks shapes
-    before = [s + runner.plain.window(*timed[i % 2])["window"] for i, s in enumerate(checked)]
-
-    def warm_pair(i: int) -> float:
-        mine, plain, _ = runner.pair(i, *timed[i % 2])
-        return mine["window"] + plain["window"]
-
-    def timing(warmed: list[float]) -> int:  # the pairs it will time: what the time left holds
-        if not (spec.deadline and warmed):
-            return spec.pairs_planned
-        left = int((spec.deadline - time.time()) / warmed[-1])
-        return max(spec.repeat, min(spec.pairs_planned, left))
-
-    ranked = spec.parallel != "none"  # every rank stops warming up at the same pair
-    warmed = warmup.warm_up(
-        warm_pair,
-        spec.warmup,
-        distributed.every_rank if ranked else None,
-        timed=timing,
-        before=before,
-        learned=spec.warm_pairs,
-    )
+    warmed = warm_pairs(spec, runner, timed, checked)
     wall.lap("warmup")
     if workload.device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(workload.device)
@@ -219,6 +199,32 @@ def timed_pairs(
         growth_measure=growth_measure(workload.device),
     )
     return samples, context, process_figures, collectives, figures.stamps
+
+
+def warm_pairs(spec, runner, timed, checked) -> list[float]:
+    """Warm-up pairs until steady (``engine.warmup``): the gradient check's windows, a plain
+    window beside each, first; every pair's seconds."""
+    before = [s + runner.plain.window(*timed[i % 2])["window"] for i, s in enumerate(checked)]
+
+    def warm_pair(i: int) -> float:
+        mine, plain, _ = runner.pair(i, *timed[i % 2])
+        return mine["window"] + plain["window"]
+
+    def timing(warmed: list[float]) -> int:  # the pairs it will time: what the time left holds
+        if not (spec.deadline and warmed):
+            return spec.pairs_planned
+        left = int((spec.deadline - time.time()) / warmed[-1])
+        return max(spec.repeat, min(spec.pairs_planned, left))
+
+    ranked = spec.parallel != "none"  # every rank stops warming up at the same pair
+    return warmup.warm_up(
+        warm_pair,
+        spec.warmup,
+        distributed.every_rank if ranked else None,
+        timed=timing,
+        before=before,
+        learned=spec.warm_pairs,
+    )
 
 
 def past_deadline(spec: CaseSpec, mine: list[float], plain: list[float]) -> bool:

@@ -117,6 +117,24 @@ def fitting_rounds(planned: int, loops: int, round_s: float, left_s: float) -> i
     return min(planned, max(LEAST_ROUNDS, fit))
 
 
+def warm_rounds(spec, runner: RotatedRunner, timed, planned: int, before=()) -> list[float]:
+    """Warm-up rounds until steady (``engine.warmup``: ``before`` first; a time-only process
+    ``spec.warm_pairs`` untested), capped at a share of the ``planned`` rounds, or of what the
+    time to ``spec.deadline`` holds; every round's seconds."""
+
+    def warm_round(i: int) -> float:
+        return sum(w["window"] for w in runner.round(i, *timed[i % 2]).values())
+
+    def timing(warmed: list[float]) -> int:  # the rounds it will time: what the time left holds
+        if not (spec.deadline and warmed):
+            return planned
+        return fitting_rounds(planned, len(runner.names), warmed[-1], spec.deadline - time.time())
+
+    return warmup.warm_up(
+        warm_round, spec.warmup, timed=timing, before=before, learned=spec.warm_pairs
+    )
+
+
 def rotated_rounds(
     spec, runner: RotatedRunner, workload, timed, lap=None, after=None, before=()
 ) -> dict[str, Any]:
@@ -134,20 +152,8 @@ def rotated_rounds(
     at the least; what ``after`` runs, where the process grew, runs past the deadline).
     ``lap(step)`` (the case's ``Wall``) is told when the rounds are warm and when the timed
     rounds end. The caller closes ``runner``."""
-
-    def warm_round(i: int) -> float:
-        return sum(w["window"] for w in runner.round(i, *timed[i % 2]).values())
-
     planned = timed_rounds(spec.pairs_planned, len(runner.names))
-
-    def timing(warmed: list[float]) -> int:  # the rounds it will time: what the time left holds
-        if not (spec.deadline and warmed):
-            return planned
-        return fitting_rounds(planned, len(runner.names), warmed[-1], spec.deadline - time.time())
-
-    warmed = warmup.warm_up(
-        warm_round, spec.warmup, timed=timing, before=before, learned=spec.warm_pairs
-    )
+    warmed = warm_rounds(spec, runner, timed, planned, before)
     if lap is not None:
         lap("warmup")
     phases = (*PHASES, "plain_window", "plain_reset", "cpu_pressure")

@@ -92,9 +92,7 @@ def _group_costs(entries: list[Entry]) -> tuple[float, float | None, float | Non
 
 def half_width(c: Comparison) -> float | None:
     """A time comparison's 95% half-width on the log scale; None without an interval."""
-    if not c.timed or not c.ci_low or not c.ci_high:
-        return None
-    return (math.log(c.ci_high) - math.log(c.ci_low)) / 2
+    return stats.half_width(c.ci_low, c.ci_high) if c.timed else None
 
 
 def efficiency(

@@ -616,6 +616,13 @@ def resolution(
     return math.expm1(direction_t(df, se, margin) * se)
 
 
+def half_width(low: float | None, high: float | None) -> float | None:
+    """An interval's half-width on the log scale (``low``/``high`` ratios); None without one."""
+    if not low or not high:
+        return None
+    return (math.log(high) - math.log(low)) / 2
+
+
 def direction_share(half: float | None, margin: float | None, df: float | None) -> float:
     """The share of alpha direction is decided at: ``NARROW_DIRECTION_SHARE`` where the 95%
     half-width ``half`` is no wider than ``margin`` (both logs) on ``NARROW_DF`` df or more,

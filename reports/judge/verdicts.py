@@ -167,7 +167,7 @@ def judge(
         if abs(c.log) > math.log1p(min_effect):
             return Verdict.HIGHER if c.log > 0 else Verdict.LOWER
         return Verdict.SAME
-    half = (math.log(c.ci_high) - math.log(c.ci_low)) / 2
+    half = stats.half_width(c.ci_low, c.ci_high)
     share = stats.direction_share(half, math.log1p(min_effect), c.df)
     if q_direction is not None and q_direction < alpha * share:
         return Verdict.HIGHER if c.log > 0 else Verdict.LOWER
@@ -189,7 +189,7 @@ def unclear_why(c: Comparison, min_effect: float) -> str:
     on the other)."""
     if c.ci_low is None or c.ci_high is None:
         return "no interval"
-    half = (math.log(c.ci_high) - math.log(c.ci_low)) / 2
+    half = stats.half_width(c.ci_low, c.ci_high)
     if half > math.log1p(min_effect):
         return f"too few data: its interval +-{math.expm1(half):.1%} is wider than the margin"
     return "on the margin: neither inside it nor clear of 1 at the level direction is decided"
